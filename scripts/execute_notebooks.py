@@ -1,0 +1,47 @@
+"""Execute notebooks in place, in the same conditions as the tests, and save their outputs.
+
+    .venv/bin/python scripts/execute_notebooks.py book/01_dot_products.ipynb [more.ipynb ...]
+    .venv/bin/python scripts/execute_notebooks.py --all
+
+Run it after editing a chapter, then commit the notebook: nbval compares every stored output with
+a fresh run. Cells tagged ``raises-exception`` may raise; any other error stops with a message.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {"PYTHONHASHSEED": "0", "MPLBACKEND": "Agg", "IPYKERNEL_CELL_NAME": "<IPY-INPUT>"}
+
+
+def execute(path: Path) -> float:
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    nbformat.write(nb, path)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    parser.add_argument("--all", action="store_true", help="every notebook in book/")
+    args = parser.parse_args()
+    paths = sorted((ROOT / "book").glob("*.ipynb")) if args.all else args.notebooks
+    if not paths:
+        parser.error("name notebooks, or --all")
+    os.environ.update(ENV)
+    for path in paths:
+        print(f"{path}: {execute(path.resolve()):.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Every test: the companion's unit tests, the checks on the book, and nbval over every notebook
+# in book/ (strict: each stored output must be reproduced). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --browser
+export PYTHONHASHSEED=0 MPLBACKEND=Agg IPYKERNEL_CELL_NAME='<IPY-INPUT>'
+.venv/bin/python -m pytest tests book \
+  --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+  -p no:cacheprovider -n 2 --dist loadfile "$@"
