@@ -1,0 +1,103 @@
+"""Checkers for chapter 4, *Layer normalization*.
+
+Each checker calls the student's function on a few inputs and compares with the right answer and
+with the answers of the classic mistakes (normalizing over the batch axis, ``eps`` outside the
+square root, the unbiased variance, forgetting the scale and shift), naming the one it recognizes.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._core import checker, close, hint, passed
+
+__all__ = ["layer_norm", "batch_norm", "rms_norm"]
+
+
+def _inputs(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(5, 6, generator=g, dtype=torch.float64) * 2 + 1  # 5 tokens (rows), 6 features
+    weight = torch.randn(6, generator=g, dtype=torch.float64)
+    bias = torch.randn(6, generator=g, dtype=torch.float64)
+    return x, weight, bias
+
+
+def _normalize(x, dim, eps, unbiased=False, eps_outside=False):
+    mean = x.mean(dim, keepdim=True)
+    var = x.var(dim, keepdim=True, unbiased=unbiased)
+    return (x - mean) / (var.sqrt() + eps) if eps_outside else (x - mean) / torch.sqrt(var + eps)
+
+
+@checker("Exercise 4.1")
+def layer_norm(my_layer_norm) -> None:
+    """``my_layer_norm(x, weight, bias, eps)``: x ``(n, d)`` -> ``(n, d)``, each row normalized."""
+    for seed, eps in [(0, 1e-5), (1, 0.5)]:  # a large eps makes "eps outside the sqrt" visible
+        x, w, b = _inputs(seed)
+        out = my_layer_norm(x.clone(), w, b, eps)
+        if not isinstance(out, torch.Tensor):
+            hint(f"return a torch.Tensor (got {type(out).__name__}).")
+        if out.shape != x.shape:
+            hint(f"the output must have the input's shape {tuple(x.shape)} (got {tuple(out.shape)}).")
+        if close(out, _normalize(x, -1, eps) * w + b):
+            continue
+        if close(out, _normalize(x, 0, eps) * w + b):
+            hint("you normalized each feature over the rows (the batch): that is batch normalization. "
+                 "LayerNorm takes the mean and variance of each row, over its features (dim=-1).")
+        if close(out, _normalize(x, -1, eps, eps_outside=True) * w + b):
+            hint("`eps` goes inside the square root: divide by sqrt(var + eps), not sqrt(var) + eps.")
+        if close(out, _normalize(x, -1, eps, unbiased=True) * w + b):
+            hint("use the biased variance (divide by d, `unbiased=False`), as LayerNorm does; "
+                 "`torch.var` divides by d - 1 by default.")
+        if close(out, _normalize(x, -1, eps)):
+            hint("the rows are normalized, but the learned scale `weight` and shift `bias` are missing.")
+        if close(out, _normalize(x, -1, eps) * w):
+            hint("the shift `bias` is missing: y = x_hat * weight + bias.")
+        if close(out, (_normalize(x, -1, eps) + b) * w):
+            hint("scale first, then shift: y = x_hat * weight + bias, not (x_hat + bias) * weight.")
+        hint("the values differ from (x - mean) / sqrt(var + eps) * weight + bias, with mean and var over each row.")
+    passed("each token is normalized over its own features, with eps inside the square root.")
+
+
+@checker("Exercise 4.2")
+def batch_norm(my_batch_norm) -> None:
+    """``my_batch_norm(x, eps)``: x ``(n, d)`` -> ``(n, d)``, each column normalized over the rows."""
+    for seed, eps in [(0, 1e-5), (2, 0.5)]:
+        x, _, _ = _inputs(seed)
+        out = my_batch_norm(x.clone(), eps)
+        if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+            hint(f"return a tensor of the input's shape {tuple(x.shape)}.")
+        if close(out, _normalize(x, 0, eps)):
+            continue
+        if close(out, _normalize(x, -1, eps)):
+            hint("you normalized each row over its features: that is LayerNorm. BatchNorm takes the "
+                 "statistics of each feature (column) over the batch (dim=0).")
+        if close(out, _normalize(x, 0, eps, eps_outside=True)):
+            hint("`eps` goes inside the square root: sqrt(var + eps).")
+        if close(out, _normalize(x, 0, eps, unbiased=True)):
+            hint("normalize with the biased variance (divide by n, `unbiased=False`), as BatchNorm does in training.")
+        hint("the values differ from (x - mean) / sqrt(var + eps) with mean and var of each column.")
+    passed("each feature is normalized over the batch; compare with the LayerNorm rows above.")
+
+
+@checker("Exercise 4.3")
+def rms_norm(my_rms_norm) -> None:
+    """``my_rms_norm(x, weight, eps)``: x ``(n, d)`` -> ``(n, d)``, ``x / sqrt(mean(x**2) + eps) * weight``."""
+    for seed, eps in [(0, 1e-6), (3, 0.5)]:
+        x, w, _ = _inputs(seed)
+        out = my_rms_norm(x.clone(), w, eps)
+        if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+            hint(f"return a tensor of the input's shape {tuple(x.shape)}.")
+        ms = x.pow(2).mean(-1, keepdim=True)
+        if close(out, x / torch.sqrt(ms + eps) * w):
+            continue
+        if close(out, _normalize(x, -1, eps) * w):
+            hint("RMSNorm does not subtract the mean: divide x itself by the root mean square of its row.")
+        if close(out, x / (ms.sqrt() + eps) * w):
+            hint("`eps` goes inside the square root: sqrt(mean(x**2) + eps).")
+        if close(out, x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w):
+            hint("take the mean of the squares over the features, not their sum.")
+        if close(out, x / torch.sqrt(x.pow(2).mean(0, keepdim=True) + eps) * w):
+            hint("the mean square is taken over each row's features (dim=-1), not over the batch.")
+        if close(out, x / torch.sqrt(ms + eps)):
+            hint("multiply by the learned scale `weight` at the end.")
+        hint("the values differ from x / sqrt(mean(x**2 over the row) + eps) * weight.")
+    passed("RMSNorm rescales each token without centring it.")
