@@ -1,0 +1,208 @@
+"""Multi-head attention, batched: heads folded into the batch dimension.
+
+Chapter 3 of the book (Multi-head attention) builds a loop-over-heads version by hand and shows
+that this batched module computes the same thing, faster. Masks follow the convention of
+:mod:`companion.attention`: **True = may attend**; a float mask is added to the scores; a query
+whose keys are all masked gets a zero attention output (before the output projection, so the
+module returns ``out_proj.bias`` there), never NaN.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from companion.attention import KVCache, causal_mask, check_attn_mask, scaled_dot_product_attention
+
+__all__ = ["MultiHeadAttention"]
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head scaled dot-product attention for self- and cross-attention.
+
+    ``h = n_heads`` heads of width ``d_head = d_model / n_heads`` each; the four projections
+    ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj`` are ``nn.Linear(d_model, d_model)``, so the
+    parameter count is ``4 d_model^2`` (+ ``4 d_model`` biases) whatever ``n_heads`` is.
+
+    Two paths compute the same function: when no weights are requested the module calls
+    :func:`torch.nn.functional.scaled_dot_product_attention` (fused, fast); with
+    ``need_weights=True`` it uses the explicit math of
+    :func:`companion.attention.scaled_dot_product_attention` and returns the weights.
+    Dropout acts on the attention weights, in training mode only.
+
+    Shapes:
+        query: ``(B, T, d_model)``; key, value: ``(B, S, d_model)`` (default: ``query``; ``value``
+        defaults to ``key``).
+        attn_mask: ``(T, S)``, ``(B, T, S)`` or ``(B, h, T, S)`` (any of these dims may be 1),
+        bool (True = may attend) or float (added to the scores).
+        key_mask: bool ``(B, S)``, True = a real token that may be attended (the *opposite* of
+        ``torch.nn.MultiheadAttention``'s ``key_padding_mask``).
+        returns: out ``(B, T, d_model)``; weights ``(B, T, S)`` (averaged over heads) or
+        ``(B, h, T, S)`` when ``need_weights=True``, else None.
+
+    With ``kv_cache`` (self-attention only) the new keys and values are appended to the cache
+    and ``S`` is the total number of cached positions (masks must cover all ``S``); with
+    ``is_causal`` query ``t`` (absolute position ``len(cache_before) + t``) sees keys up to its
+    own position.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, *, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        for name, value in (("d_model", d_model), ("n_heads", n_heads)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"`{name}` must be an int (got {type(value).__name__})")
+            if value < 1:
+                raise ValueError(f"`{name}` must be positive (got {name}={value})")
+        if d_model % n_heads != 0:
+            raise ValueError(
+                f"`d_model` must be divisible by `n_heads` (got d_model={d_model}, n_heads={n_heads}); "
+                f"each head gets d_model / n_heads features"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1) (got dropout={dropout})")
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_head={self.d_head}, dropout={self.dropout}"
+
+    @torch.no_grad()
+    def copy_from_torch(self, mha: nn.MultiheadAttention) -> "MultiHeadAttention":
+        """Copy the weights of a ``torch.nn.MultiheadAttention`` (same ``d_model``, ``n_heads``,
+        ``bias``; no ``kdim``/``vdim``, no ``add_bias_kv``) into this module. Returns ``self``.
+        """
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(f"`mha` must be a torch.nn.MultiheadAttention (got {type(mha).__name__})")
+        if (mha.embed_dim, mha.num_heads) != (self.d_model, self.n_heads) or not mha._qkv_same_embed_dim:
+            raise ValueError(
+                f"`mha` must have embed_dim={self.d_model}, num_heads={self.n_heads} and no kdim/vdim "
+                f"(got embed_dim={mha.embed_dim}, num_heads={mha.num_heads})"
+            )
+        if (mha.in_proj_bias is None) != (self.q_proj.bias is None) or mha.bias_k is not None:
+            raise ValueError("`mha` must use biases exactly when this module does, and no add_bias_kv")
+        w_q, w_k, w_v = mha.in_proj_weight.chunk(3, dim=0)  # (3 d_model, d_model) -> 3 x (d_model, d_model)
+        for proj, w in ((self.q_proj, w_q), (self.k_proj, w_k), (self.v_proj, w_v)):
+            proj.weight.copy_(w)
+        self.out_proj.weight.copy_(mha.out_proj.weight)
+        if mha.in_proj_bias is not None:
+            for proj, b in zip((self.q_proj, self.k_proj, self.v_proj), mha.in_proj_bias.chunk(3)):
+                proj.bias.copy_(b)
+            self.out_proj.bias.copy_(mha.out_proj.bias)
+        return self
+
+    def _check_input(self, name: str, x: object, B: int | None = None) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"`{name}` must be a torch.Tensor (got {type(x).__name__})")
+        if not x.is_floating_point():
+            raise TypeError(f"`{name}` must be a floating-point tensor (got dtype={x.dtype})")
+        if x.ndim != 3:
+            raise ValueError(f"`{name}` must have 3 dimensions (B, length, d_model) (got shape={tuple(x.shape)})")
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"`{name}` must have width d_model={self.d_model} (got shape={tuple(x.shape)})")
+        if B is not None and x.shape[0] != B:
+            raise ValueError(f"`{name}` must have the batch size of `query` B={B} (got shape={tuple(x.shape)})")
+        return x
+
+    def _combine_masks(
+        self, attn_mask: Tensor | None, key_mask: Tensor | None, is_causal: bool, B: int, T: int, S: int, device: torch.device
+    ) -> Tensor | None:
+        """One mask broadcastable to (B, h, T, S): bool (True = may attend) or float (added)."""
+        mask: Tensor | None = None
+        if is_causal:
+            mask = causal_mask(T, S, device=device)  # (T, S)
+        if key_mask is not None:
+            km = key_mask[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
+            mask = km if mask is None else mask & km  # -> (B, 1, T, S)
+        if attn_mask is not None:
+            if attn_mask.ndim == 3:
+                attn_mask = attn_mask.unsqueeze(1)  # (B, T, S) -> (B, 1, T, S)
+            if attn_mask.dtype == torch.bool:
+                mask = attn_mask if mask is None else mask & attn_mask
+            else:
+                mask = attn_mask if mask is None else attn_mask.masked_fill(~mask, float("-inf"))
+        return mask
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        attn_mask: Tensor | None = None,
+        key_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        average_weights: bool = True,
+        kv_cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        self._check_input("query", query)
+        B, T, C = query.shape
+        if kv_cache is not None:
+            if not isinstance(kv_cache, KVCache):
+                raise TypeError(f"`kv_cache` must be a companion.attention.KVCache (got {type(kv_cache).__name__})")
+            if (key is not None and key is not query) or (value is not None and value is not query):
+                raise ValueError("`kv_cache` works with self-attention only: leave `key` and `value` as None")
+        key = query if key is None else self._check_input("key", key, B)
+        value = key if value is None else self._check_input("value", value, B)
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(f"`key` and `value` must have the same length S (got {key.shape[1]} and {value.shape[1]})")
+        h, d_head = self.n_heads, self.d_head
+
+        # (B, T, d_model) -> (B, T, h, d_head) -> (B, h, T, d_head): heads folded into the batch
+        q = self.q_proj(query).view(B, T, h, d_head).transpose(1, 2)
+        k = self.k_proj(key).view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S, d_head)
+        v = self.v_proj(value).view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S, d_head)
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)  # (B, h, S_past + T, d_head)
+        S = k.shape[2]
+
+        if key_mask is not None:
+            if not isinstance(key_mask, Tensor) or key_mask.dtype != torch.bool:
+                got = key_mask.dtype if isinstance(key_mask, Tensor) else type(key_mask).__name__
+                raise TypeError(f"`key_mask` must be a bool tensor, True = a real token (got {got})")
+            if tuple(key_mask.shape) != (B, S):
+                raise ValueError(f"`key_mask` must have shape (B, S) = ({B}, {S}) (got shape={tuple(key_mask.shape)})")
+        if attn_mask is not None:
+            check_attn_mask(attn_mask, T, S, ndim=4)
+            lead = tuple(attn_mask.shape[:-2])
+            if (attn_mask.ndim >= 3 and lead[0] not in (1, B)) or (attn_mask.ndim == 4 and lead[1] not in (1, h)):
+                raise ValueError(
+                    f"`attn_mask` must have shape (T, S), (B, T, S) or (B, h, T, S) with B={B}, h={h}, T={T}, S={S} "
+                    f"(got shape={tuple(attn_mask.shape)})"
+                )
+        if is_causal and S < T:
+            raise ValueError(f"`is_causal` needs at least as many keys as queries (got T={T}, S={S})")
+
+        p = self.dropout if self.training else 0.0
+        weights = None
+        if not need_weights and is_causal and T == S and attn_mask is None and key_mask is None:
+            # fast path: torch's causal kernel (top-left aligned, equal to ours when T == S)
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, h, T, d_head)
+        else:
+            mask = self._combine_masks(attn_mask, key_mask, is_causal, B, T, S, query.device)
+            if mask is not None and mask.dtype != torch.bool:
+                mask = mask.to(q.dtype)
+            if not need_weights and (mask is None or self._every_query_has_a_key(mask)):
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, h, T, d_head)
+            else:
+                # explicit path: returns the weights and handles rows with no allowed key
+                out, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout, training=self.training)
+                # out (B, h, T, d_head), weights (B, h, T, S)
+
+        out = out.transpose(1, 2).reshape(B, T, C)  # (B, h, T, d_head) -> (B, T, h, d_head) -> (B, T, d_model)
+        out = self.out_proj(out)  # (B, T, d_model)
+        if not need_weights:
+            return out, None
+        if average_weights:
+            weights = weights.mean(dim=1)  # (B, h, T, S) -> (B, T, S)
+        return out, weights
+
+    @staticmethod
+    def _every_query_has_a_key(mask: Tensor) -> bool:
+        allowed = mask if mask.dtype == torch.bool else mask > float("-inf")
+        return bool(allowed.any(dim=-1).all())
