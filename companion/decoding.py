@@ -1,0 +1,562 @@
+"""Decoding: turning a language model's next-token distributions into text.
+
+Every decoder here accepts any *model* that maps token ids ``(B, T)`` to logits ``(B, T, V)``:
+a plain function, a :class:`TableLM` with explicit probabilities, the companion's
+:class:`~companion.model.GPT` (whose ``(logits, loss)`` tuple is understood), or another
+library's model wrapped in a function. When the model has ``new_cache()`` (the companion GPT),
+the decoders use its KV cache: after the prompt, each step feeds only the newest token.
+
+* :func:`greedy` — the most probable token at every step;
+* :func:`sample` — a random token, with ``temperature``, ``top_k`` and ``top_p``, reproducible
+  from a ``torch.Generator``; :func:`next_token_probs` is the distribution it samples from;
+* :func:`beam_search` — the ``k`` best partial hypotheses, scored by their summed
+  log-probabilities, with end of sequence, optional length normalization and a trace of every
+  step (:func:`plot_beam_tree` draws it);
+* :func:`sequence_log_prob` — the log-probability of a continuation, recomputed from scratch.
+
+The prompt and the context window: a model sees at most ``context_length`` tokens (read from
+``model.config.context_length`` or given as an argument). A longer prompt is **cropped**: the
+model is given its last ``context_length`` tokens, and the returned sequences still hold the
+whole prompt. Generation past the window slides it the same way (the cache, which cannot slide
+with learned absolute positions, is then dropped and each step recomputes the window).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = [
+    "TableLM",
+    "yes_ok_model",
+    "greedy",
+    "sample",
+    "filter_logits",
+    "next_token_probs",
+    "beam_search",
+    "BeamSearchResult",
+    "Hypothesis",
+    "BeamStep",
+    "sequence_log_prob",
+    "plot_beam_tree",
+]
+
+Model = Callable[..., Any]
+
+
+# --------------------------------------------------------------------------------------------
+# A toy language model with explicit probabilities
+# --------------------------------------------------------------------------------------------
+class TableLM:
+    """A language model given by a table: ``prefix -> probabilities of the next token``.
+
+    ``table`` maps a tuple of token ids (the whole sequence so far, prompt included) to ``V``
+    probabilities. Prefixes missing from the table use ``default`` (for example "always end").
+    Calling the model returns the log-probabilities as logits, so that a softmax gives the
+    table's probabilities back exactly.
+
+    Shapes:
+        ``ids`` (B, T) -> logits (B, T, V)
+    """
+
+    def __init__(self, table: Mapping[tuple[int, ...], Sequence[float]], vocab_size: int,
+                 default: Sequence[float] | None = None, itos: Sequence[str] | None = None):
+        self.vocab_size = vocab_size
+        self.itos = list(itos) if itos is not None else [str(i) for i in range(vocab_size)]
+        self.stoi = {s: i for i, s in enumerate(self.itos)}
+        self.table = {tuple(k): torch.as_tensor(v, dtype=torch.float64) for k, v in table.items()}
+        self.default = None if default is None else torch.as_tensor(default, dtype=torch.float64)
+        for key, probs in list(self.table.items()) + ([((), self.default)] if default is not None else []):
+            if probs.shape != (vocab_size,) or (probs < 0).any() or not math.isclose(float(probs.sum()), 1.0, abs_tol=1e-9):
+                raise ValueError(f"each row of `table` must hold {vocab_size} probabilities summing to 1 (got {probs.tolist()} for prefix {key})")
+
+    def probs(self, prefix: Sequence[int]) -> Tensor:
+        """The next-token probabilities after ``prefix`` (float64, shape (V,))."""
+        prefix = tuple(int(i) for i in prefix)
+        if prefix in self.table:
+            return self.table[prefix]
+        if self.default is None:
+            raise KeyError(f"prefix {prefix} is not in the table and there is no default")
+        return self.default
+
+    def __call__(self, ids: Tensor) -> Tensor:
+        B, T = ids.shape
+        rows = [[self.probs(ids[b, : t + 1].tolist()) for t in range(T)] for b in range(B)]
+        probs = torch.stack([torch.stack(r) for r in rows])  # (B, T, V)
+        return probs.log().float()  # log 0 = -inf: that token is impossible
+
+    def encode(self, words: str) -> list[int]:
+        """Space-separated words -> ids."""
+        return [self.stoi[w] for w in words.split()]
+
+    def decode(self, ids: Sequence[int] | Tensor) -> str:
+        """Ids -> space-separated words."""
+        return " ".join(self.itos[int(i)] for i in ids)
+
+
+def yes_ok_model() -> TableLM:
+    """The chapter's toy model, where greedy decoding says "yes yes" but "ok ok" is more probable.
+
+    Vocabulary: ``<s>`` (0, the prompt), ``yes`` (1), ``ok`` (2), ``</s>`` (3, end of sequence).
+    After two words the model ends with probability 0.9 (0.8 after mixed words); after three it
+    always ends. The probabilities of the first two steps are those of the chapter's figure::
+
+        after <s>        : yes 0.5, ok 0.4, </s> 0.1
+        after <s> yes    : yes 0.4, ok 0.3, </s> 0.3
+        after <s> ok     : yes 0.2, ok 0.7, </s> 0.1
+    """
+    S, Y, O, E = 0, 1, 2, 3
+    table = {
+        (S,): [0, 0.5, 0.4, 0.1],
+        (S, Y): [0, 0.4, 0.3, 0.3],
+        (S, O): [0, 0.2, 0.7, 0.1],
+        (S, Y, Y): [0, 0.05, 0.05, 0.9],
+        (S, O, O): [0, 0.05, 0.05, 0.9],
+        (S, Y, O): [0, 0.1, 0.1, 0.8],
+        (S, O, Y): [0, 0.1, 0.1, 0.8],
+    }
+    return TableLM(table, vocab_size=4, default=[0, 0, 0, 1.0], itos=["<s>", "yes", "ok", "</s>"])
+
+
+# --------------------------------------------------------------------------------------------
+# Calling a model: validation, the context window and the KV cache
+# --------------------------------------------------------------------------------------------
+def _as_prompt(prompt: Any, device: torch.device) -> tuple[Tensor, bool]:
+    """-> (ids (B, T) long on ``device``, was it one sequence). Raises on bad prompts."""
+    if not isinstance(prompt, Tensor):
+        try:
+            prompt = torch.as_tensor(prompt)
+        except Exception as exc:
+            raise TypeError(f"`prompt` must be a sequence of token ids or a LongTensor (got {type(prompt).__name__})") from exc
+    if prompt.dim() not in (1, 2):
+        raise ValueError(f"`prompt` must have shape (T,) or (B, T) (got shape {tuple(prompt.shape)})")
+    if prompt.shape[-1] == 0 or prompt.numel() == 0:
+        raise ValueError(f"`prompt` must hold at least one token; start from a start-of-text id if you have no text (got shape {tuple(prompt.shape)})")
+    if prompt.dtype.is_floating_point or prompt.dtype.is_complex or prompt.dtype == torch.bool:
+        raise TypeError(f"`prompt` must hold integer token ids (got dtype {prompt.dtype})")
+    single = prompt.dim() == 1
+    return (prompt[None] if single else prompt).long().to(device), single
+
+
+def _device(model: Model) -> torch.device:
+    if isinstance(model, torch.nn.Module):
+        for p in model.parameters():
+            return p.device
+    return torch.device("cpu")
+
+
+def _context_length(model: Model, context_length: int | None) -> int | None:
+    if context_length is None:
+        context_length = getattr(getattr(model, "config", None), "context_length", None)
+    if context_length is None:
+        context_length = getattr(model, "context_length", None)
+    if context_length is not None and (not isinstance(context_length, int) or context_length < 1):
+        raise ValueError(f"`context_length` must be an integer >= 1 (got {context_length!r})")
+    return context_length
+
+
+def _check_count(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum} (got {name}={value!r})")
+
+
+class _Runner:
+    """Feeds growing sequences to a model and returns the logits for the next token.
+
+    It holds the sequences ``seqs`` (B, L). With a cache, the first call feeds the (cropped)
+    prompt and later calls feed only the newest token; once the window is full the cache is
+    dropped and each call feeds the last ``context_length`` tokens.
+    """
+
+    def __init__(self, model: Model, seqs: Tensor, context_length: int | None, use_cache: bool | None):
+        has_cache = callable(getattr(model, "new_cache", None))
+        if use_cache and not has_cache:
+            raise ValueError("`use_cache=True` needs a model with a `new_cache()` method, such as companion.model.GPT (got "
+                             f"{type(model).__name__}); leave use_cache=None to use a cache only when there is one")
+        self.model, self.seqs, self.ctx = model, seqs, context_length
+        self.use_cache = has_cache if use_cache is None else bool(use_cache)
+        self.cache: Any = None
+        self.vocab_size: int | None = None
+
+    def _call(self, ids: Tensor, cache: Any = None) -> Tensor:
+        out = self.model(ids) if cache is None else self.model(ids, cache=cache)
+        logits = out[0] if isinstance(out, (tuple, list)) else out
+        if not isinstance(logits, Tensor) or logits.dim() != 3 or logits.shape[:2] != ids.shape:
+            got = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
+            raise TypeError(f"`model` must map ids (B, T) to logits (B, T, V) (fed shape {tuple(ids.shape)}, got {got})")
+        return logits
+
+    def next_logits(self) -> Tensor:
+        """Logits (B, V) of the token after ``self.seqs``."""
+        B, L = self.seqs.shape
+        window = self.seqs if self.ctx is None else self.seqs[:, -self.ctx:]
+        if self.use_cache:
+            if self.cache is None:
+                self.cache = self.model.new_cache()
+                logits = self._call(window, self.cache)  # (B, T_prompt, V): the whole prompt once
+            elif self.ctx is None or len(self.cache) + 1 <= self.ctx:
+                logits = self._call(self.seqs[:, -1:], self.cache)  # (B, 1, V): only the new token
+            else:  # the window is full: positions cannot slide inside the cache
+                self.use_cache, self.cache = False, None
+                logits = self._call(window)
+        else:
+            logits = self._call(window)  # (B, min(L, ctx), V): everything, every step
+        logits = logits[:, -1, :]
+        self.vocab_size = logits.shape[-1]
+        return logits
+
+    def append(self, tokens: Tensor, index: Tensor | None = None) -> None:
+        """Keep rows ``index`` (beam search; may repeat rows) and append ``tokens`` (B',)."""
+        if index is not None:
+            self.seqs = self.seqs[index]
+            if self.cache is not None:
+                self.cache.reorder(index)
+        self.seqs = torch.cat([self.seqs, tokens[:, None].to(self.seqs)], dim=1)  # (B', L + 1)
+
+
+def _check_ids(runner: _Runner, eos_id: int | None) -> None:
+    V = runner.vocab_size
+    if eos_id is not None and not 0 <= eos_id < V:
+        raise ValueError(f"`eos_id` must be a token id in [0, vocab_size) (got eos_id={eos_id}, vocab_size={V})")
+    if int(runner.seqs.max()) >= V or int(runner.seqs.min()) < 0:
+        raise ValueError(f"`prompt` ids must lie in [0, vocab_size) (got ids from {int(runner.seqs.min())} to {int(runner.seqs.max())}, vocab_size={V})")
+
+
+def _check_eos_type(eos_id: Any) -> None:
+    if eos_id is not None and (isinstance(eos_id, bool) or not isinstance(eos_id, int)):
+        raise TypeError(f"`eos_id` must be an int token id or None (got {eos_id!r})")
+
+
+# --------------------------------------------------------------------------------------------
+# Greedy decoding and sampling
+# --------------------------------------------------------------------------------------------
+@torch.no_grad()
+def greedy(model: Model, prompt: Any, max_new_tokens: int, *, eos_id: int | None = None,
+           context_length: int | None = None, use_cache: bool | None = None) -> Tensor:
+    """Append the most probable next token, ``max_new_tokens`` times (or until ``eos_id``).
+
+    A sequence that has produced ``eos_id`` is padded with ``eos_id`` while the others go on;
+    generation stops early when every sequence has ended. ``use_cache=None`` uses the model's KV
+    cache when it has one. Put a model with dropout in ``eval()`` mode first.
+
+    Shapes:
+        ``prompt`` (T,) or (B, T) -> (T + n,) or (B, T + n), n <= max_new_tokens new tokens.
+    """
+    return _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, pick=lambda logits: logits.argmax(-1))
+
+
+@torch.no_grad()
+def sample(model: Model, prompt: Any, max_new_tokens: int, *, temperature: float = 1.0, top_k: int | None = None,
+           top_p: float | None = None, generator: torch.Generator | None = None, eos_id: int | None = None,
+           context_length: int | None = None, use_cache: bool | None = None) -> Tensor:
+    """Append tokens drawn from :func:`next_token_probs`, ``max_new_tokens`` times (or until ``eos_id``).
+
+    The same ``generator`` state gives the same sample. End of sequence, cache and context
+    window behave as in :func:`greedy`.
+
+    Shapes:
+        ``prompt`` (T,) or (B, T) -> (T + n,) or (B, T + n).
+    """
+    _check_filters(temperature, top_k, top_p)
+
+    def pick(logits: Tensor) -> Tensor:
+        probs = next_token_probs(logits, temperature=temperature, top_k=top_k, top_p=top_p)  # (B, V)
+        return torch.multinomial(probs.float().cpu(), 1, generator=generator)[:, 0].to(logits.device)
+
+    return _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, pick)
+
+
+def _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, pick) -> Tensor:
+    _check_count("max_new_tokens", max_new_tokens, 0)
+    _check_eos_type(eos_id)
+    ids, single = _as_prompt(prompt, _device(model))
+    runner = _Runner(model, ids, _context_length(model, context_length), use_cache)
+    done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)  # (B,)
+    for step in range(max_new_tokens):
+        logits = runner.next_logits()  # (B, V)
+        if step == 0:
+            _check_ids(runner, eos_id)
+        token = pick(logits)  # (B,)
+        if eos_id is not None:
+            token = torch.where(done, torch.full_like(token, eos_id), token)  # ended rows stay ended
+            done = done | (token == eos_id)
+        runner.append(token)
+        if eos_id is not None and bool(done.all()):
+            break
+    return runner.seqs[0] if single else runner.seqs
+
+
+def _check_filters(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0 or math.isinf(temperature):
+        raise ValueError(f"`temperature` must be a finite number > 0 (got temperature={temperature!r}); "
+                         "for the most probable token use greedy()")
+    if top_k is not None:
+        _check_count("top_k", top_k, 1)
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
+        raise ValueError(f"`top_p` must be a number in (0, 1] (got top_p={top_p!r}); use top_p=None or 1.0 to keep every token")
+
+
+def filter_logits(logits: Tensor, *, temperature: float = 1.0, top_k: int | None = None,
+                  top_p: float | None = None) -> Tensor:
+    """Divide by ``temperature``, then set to ``-inf`` the tokens outside the top-k and the nucleus.
+
+    Order: temperature, then top-k (keep the ``top_k`` largest), then top-p (keep the smallest
+    set of most probable tokens whose probability sums to at least ``top_p``; the most probable
+    token is always kept). Ties at the top-k boundary are all kept.
+
+    Shapes:
+        ``logits`` (..., V) -> (..., V)
+    """
+    _check_filters(temperature, top_k, top_p)
+    logits = logits.float() / temperature
+    V = logits.shape[-1]
+    if top_k is not None and top_k < V:
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., V)
+        sorted_probs = sorted_logits.softmax(dim=-1)
+        mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # (..., V): mass of the better tokens
+        drop_sorted = mass_before >= top_p  # the nucleus is already complete without this token
+        drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def next_token_probs(logits: Tensor, *, temperature: float = 1.0, top_k: int | None = None,
+                     top_p: float | None = None) -> Tensor:
+    """The distribution :func:`sample` draws from: ``softmax(filter_logits(logits, ...))``.
+
+    Shapes:
+        ``logits`` (..., V) -> probabilities (..., V), zero outside top-k and the nucleus.
+    """
+    return filter_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p).softmax(dim=-1)
+
+
+# --------------------------------------------------------------------------------------------
+# Beam search
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Hypothesis:
+    """One hypothesis: the whole sequence (prompt included) and its scores.
+
+    ``score`` is the sum of the log-probabilities of the generated tokens (end of sequence
+    included); ``normalized_score = score / n_generated ** length_penalty`` ranks the results.
+    ``finished`` says whether it ended with ``eos_id`` (otherwise it reached ``max_new_tokens``).
+    """
+
+    tokens: Tensor
+    score: float
+    normalized_score: float
+    finished: bool
+    n_prompt: int
+
+    @property
+    def generated(self) -> Tensor:
+        """The new tokens only, shape (n,)."""
+        return self.tokens[self.n_prompt:]
+
+
+@dataclass
+class BeamStep:
+    """What beam search did at one step (the "show your work" trace).
+
+    ``beams``: the generated tokens of each hypothesis that entered the step (a tuple each);
+    ``beam_scores`` their scores; ``candidate_scores`` (n_beams, V): the score of every one-token
+    extension; ``kept``: ``(parent, token, score, status)`` for the candidates examined, best
+    first, with status ``"alive"`` (stays in the beam) or ``"finished"`` (ended with end of sequence).
+    Every other candidate was pruned.
+    """
+
+    step: int
+    beams: list[tuple[int, ...]]
+    beam_scores: list[float]
+    candidate_scores: Tensor
+    kept: list[tuple[int, int, float, str]] = field(default_factory=list)
+
+
+@dataclass
+class BeamSearchResult:
+    """The best hypotheses, best first, and (if asked) the trace of every step."""
+
+    hypotheses: list[Hypothesis]
+    trace: list[BeamStep] | None = None
+
+    @property
+    def best(self) -> Hypothesis:
+        return self.hypotheses[0]
+
+
+@torch.no_grad()
+def beam_search(model: Model, prompt: Any, max_new_tokens: int, *, k: int, eos_id: int | None = None,
+                length_penalty: float = 0.0, n_best: int | None = None, return_trace: bool = False,
+                context_length: int | None = None, use_cache: bool | None = None) -> BeamSearchResult:
+    """Beam search of width ``k``: keep the ``k`` best partial hypotheses at every step.
+
+    A hypothesis's score is the sum of the log-probabilities of its tokens. At each step, every
+    beam is extended by every token in **one** batched forward pass, giving ``n_beams x V``
+    candidates; in order of score, a candidate ending with ``eos_id`` is set aside as finished,
+    any other joins the next beam, until the beam holds ``k`` hypotheses (candidates after that
+    are pruned). The search stops after ``max_new_tokens`` steps (unfinished beams then compete
+    too), when no beam is left, or, without length normalization, when no beam can still beat
+    the ``n_best``-th finished hypothesis (scores only fall as tokens are added).
+
+    Results are ranked by ``score / length ** length_penalty`` with ``length`` the number of
+    generated tokens: ``0`` ranks by the raw sum (which favours short hypotheses), ``1`` by the
+    average log-probability per token.
+
+    Shapes:
+        ``prompt`` (T,) (one prompt) -> ``n_best`` (default ``k``) hypotheses of length <= T + max_new_tokens.
+    """
+    _check_count("k", k, 1)
+    _check_count("max_new_tokens", max_new_tokens, 0)
+    n_best = k if n_best is None else n_best
+    _check_count("n_best", n_best, 1)
+    if n_best > k:
+        raise ValueError(f"`n_best` must be at most the beam width k (got n_best={n_best}, k={k})")
+    _check_eos_type(eos_id)
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) or not math.isfinite(length_penalty):
+        raise ValueError(f"`length_penalty` must be a finite number (got {length_penalty!r})")
+    ids, single = _as_prompt(prompt, _device(model))
+    if not single:
+        raise ValueError(f"`prompt` must be one sequence of shape (T,) for beam search (got shape {tuple(ids.shape)})")
+    T0 = ids.shape[1]
+    runner = _Runner(model, ids, _context_length(model, context_length), use_cache)
+
+    def rank(score: float, length: int) -> float:
+        return score / max(length, 1) ** length_penalty
+
+    def make(seq: Tensor, score: float, finished: bool) -> Hypothesis:
+        return Hypothesis(seq.clone(), score, rank(score, seq.shape[0] - T0), finished, T0)
+
+    beam_scores = torch.zeros(1, dtype=torch.float64, device=ids.device)  # (n_beams,)
+    finished: list[Hypothesis] = []
+    trace: list[BeamStep] | None = [] if return_trace else None
+    parents: list[int] = [0]  # the prompt is the one beam alive
+    stopped_early = False
+    for step in range(max_new_tokens):
+        n_beams = beam_scores.shape[0]
+        logits = runner.next_logits()  # (n_beams, V): all beams in one forward pass
+        if step == 0:
+            _check_ids(runner, eos_id)
+        V = logits.shape[-1]
+        cand = beam_scores[:, None] + logits.double().log_softmax(dim=-1)  # (n_beams, V): log p summed
+        # At most n_beams candidates end, so the best k + n_beams hold k that go on.
+        n_top = min(k + n_beams, n_beams * V)
+        top_scores, top_flat = cand.flatten().topk(n_top)  # (n_top,)
+        record = BeamStep(step, [tuple(s[T0:].tolist()) for s in runner.seqs], beam_scores.tolist(), cand.float().cpu()) if trace is not None else None
+        parents, tokens, scores = [], [], []
+        for score, flat in zip(top_scores.tolist(), top_flat.tolist()):
+            if score == float("-inf") or len(parents) == k:
+                break
+            parent, token = divmod(flat, V)
+            if eos_id is not None and token == eos_id:
+                seq = torch.cat([runner.seqs[parent], torch.tensor([token], device=ids.device)])
+                finished.append(make(seq, score, True))
+                status = "finished"
+            else:
+                parents.append(parent)
+                tokens.append(token)
+                scores.append(score)
+                status = "alive"
+            if record is not None:
+                record.kept.append((parent, token, score, status))
+        if record is not None:
+            trace.append(record)
+        if not parents:
+            break
+        index = torch.tensor(parents, device=ids.device)
+        runner.append(torch.tensor(tokens, device=ids.device), index=index)  # beams reordered, then extended
+        beam_scores = torch.tensor(scores, dtype=torch.float64, device=ids.device)
+        if length_penalty == 0 and len(finished) >= n_best:
+            nth_best = sorted(h.score for h in finished)[-n_best]
+            if scores[0] <= nth_best:  # every extension of every beam scores below it
+                stopped_early = True
+                break
+    if parents and not stopped_early:  # max_new_tokens reached: the beams still alive compete as they are
+        finished += [make(seq, s, False) for seq, s in zip(runner.seqs, beam_scores.tolist())]
+    finished.sort(key=lambda h: h.normalized_score, reverse=True)
+    return BeamSearchResult(finished[:n_best], trace)
+
+
+def sequence_log_prob(model: Model, prompt: Any, continuation: Any, *, context_length: int | None = None) -> float:
+    """``log p(continuation | prompt)`` = the sum of the log-probabilities of its tokens, from scratch.
+
+    No cache: one forward pass over the whole sequence (or one per token beyond the context
+    window, with the window cropped as the decoders do).
+
+    Shapes:
+        ``prompt`` (T,), ``continuation`` (n,) -> a float.
+    """
+    ids, single = _as_prompt(prompt, _device(model))
+    if not single:
+        raise ValueError(f"`prompt` must be one sequence of shape (T,) (got shape {tuple(ids.shape)})")
+    cont = torch.as_tensor(continuation, dtype=torch.long, device=ids.device).reshape(-1)
+    seq = torch.cat([ids[0], cont])  # (T + n,)
+    T0, ctx = ids.shape[1], _context_length(model, context_length)
+    runner = _Runner(model, seq[None], ctx, use_cache=False)
+    with torch.no_grad():
+        if ctx is None or seq.shape[0] - 1 <= ctx:
+            logits = runner._call(seq[None, :-1])[0]  # (T + n - 1, V)
+            logp = logits.double().log_softmax(-1)[T0 - 1:]  # (n, V): predictions of the continuation
+        else:
+            logp = torch.stack([runner._call(seq[None, max(0, t - ctx):t])[0, -1].double().log_softmax(-1)
+                                for t in range(T0, seq.shape[0])])  # (n, V)
+    return float(logp.gather(-1, cont[:, None]).sum())
+
+
+# --------------------------------------------------------------------------------------------
+# Drawing the search tree
+# --------------------------------------------------------------------------------------------
+def plot_beam_tree(trace: Sequence[BeamStep], decode: Callable[[int], str] = str, *, ax: Any = None,
+                   show_pruned: int = 2, best: Sequence[int] | None = None, fontsize: float = 8) -> Any:
+    """Draw a beam-search trace as a tree: one column per step, one node per hypothesis.
+
+    Nodes show the token and the summed log-probability; alive beams are blue, finished
+    hypotheses green, and for each beam the ``show_pruned`` best pruned extensions are grey.
+    ``best`` (the generated tokens of the winner) is drawn in bold red. Returns the axes.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(2.2 * (len(trace) + 1), 4))
+    best_t = tuple(int(t) for t in best) if best is not None else None
+    positions: dict[tuple[int, ...], tuple[float, float]] = {(): (0.0, 0.0)}
+    ax.scatter([0], [0], s=60, color="black", zorder=3)
+    ax.annotate("prompt", (0, 0), textcoords="offset points", xytext=(-6, 8), fontsize=fontsize, ha="right")
+    for record in trace:
+        x = record.step + 1
+        nodes = []  # (prefix, token, score, status)
+        kept_set = {(p, t) for p, t, _, _ in record.kept}
+        for p, t, s, status in record.kept:
+            nodes.append((record.beams[p], t, s, status))
+        for p, beam in enumerate(record.beams):
+            scores = record.candidate_scores[p]
+            order = scores.argsort(descending=True).tolist()
+            pruned = [t for t in order if (p, t) not in kept_set and scores[t] > float("-inf")][:show_pruned]
+            nodes += [(beam, t, float(scores[t]), "pruned") for t in pruned]
+        nodes.sort(key=lambda n: (positions.get(n[0], (0, 0))[1], -n[2]))
+        n = len(nodes)
+        for i, (prefix, t, s, status) in enumerate(nodes):
+            y = (n - 1) / 2 - i
+            px, py = positions.get(prefix, (x - 1, 0.0))
+            path = prefix + (t,)
+            on_best = best_t is not None and path == best_t[: len(path)]
+            color = {"alive": "tab:blue", "finished": "tab:green", "pruned": "0.7"}[status]
+            ax.plot([px, x], [py, y], color="tab:red" if on_best else color, lw=2.5 if on_best else 1, zorder=1)
+            ax.scatter([x], [y], s=40, color=color, zorder=2)
+            ax.annotate(f"{decode(t)}  {s:.2f}", (x, y), textcoords="offset points", xytext=(5, 3),
+                        fontsize=fontsize, color="black" if status != "pruned" else "0.5",
+                        fontweight="bold" if on_best else "normal")
+            if status == "alive":
+                positions[path] = (x, y)
+    ax.set_xlabel("step")
+    ax.set_xticks(range(len(trace) + 1))
+    ax.set_yticks([])
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    return ax
