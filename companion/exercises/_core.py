@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import textwrap
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -27,7 +28,9 @@ class Feedback:
         return self.status == PASSED
 
     def __repr__(self) -> str:
-        return f"{_ICON[self.status]} {self.exercise} {_VERB[self.status]}: {self.message}"
+        # Wrapped to 88 columns so that it reads without scrolling in a notebook and on the page.
+        text = f"{_ICON[self.status]} {self.exercise} {_VERB[self.status]}: {self.message}"
+        return textwrap.fill(text, width=88, subsequent_indent="   ", break_on_hyphens=False)
 
     __str__ = __repr__
 
