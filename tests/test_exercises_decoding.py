@@ -1,0 +1,134 @@
+"""Tests for the chapter 8 checkers: the right answer passes, each classic mistake gets its hint,
+an untouched stub is "not attempted"."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from companion.exercises import decoding as check
+
+
+def status(fb):
+    return fb.status, fb.message
+
+
+# ------------------------------------------------------------------ 8.1 greedy step
+def greedy_ok(model, ids):
+    return torch.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], 1)
+
+
+def test_greedy_step():
+    assert check.greedy_step(greedy_ok).passed
+
+    def stub(model, ids):
+        raise NotImplementedError
+
+    assert check.greedy_step(stub).status == "not attempted"
+    assert check.greedy_step(...).status == "not attempted"
+    cases = {
+        "first position": lambda m, ids: torch.cat([ids, m(ids)[:, 0].argmax(-1, keepdim=True)], 1),
+        "pooled the logits": lambda m, ids: torch.cat([ids, m(ids).mean(1).argmax(-1, keepdim=True)], 1),
+        "argmin": lambda m, ids: torch.cat([ids, m(ids)[:, -1].argmin(-1, keepdim=True)], 1),
+        "only the new tokens": lambda m, ids: m(ids)[:, -1].argmax(-1),
+        "shape (B, T + 1)": lambda m, ids: ids,
+        "your code raised IndexError": lambda m, ids: m(ids)[:, :, 99],
+    }
+    for expected, fn in cases.items():
+        fb = check.greedy_step(fn)
+        assert fb.status == "hint" and expected in fb.message, (expected, fb)
+
+
+# ------------------------------------------------------------------ 8.2 beam step
+def beam_ok(beam_scores, next_probs, k, eos_id, combine=None, per_beam=False, keep_eos=False, drop_finished=False):
+    cand = combine(beam_scores, next_probs) if combine else beam_scores[:, None] + next_probs.log()  # (n, V)
+    n, V = cand.shape
+    if per_beam:
+        flat = []
+        for p in range(n):
+            top = cand[p].topk(k)
+            flat += [(float(s), p, int(t)) for s, t in zip(top.values, top.indices)]
+        flat.sort(key=lambda x: -x[0])
+    else:
+        scores, idx = cand.flatten().sort(descending=True)
+        flat = [(float(s), int(i) // V, int(i) % V) for s, i in zip(scores, idx)]
+    alive, finished = [], []
+    for s, p, t in flat:
+        if len(alive) == k:
+            break
+        if t == eos_id and not keep_eos:
+            if not drop_finished:
+                finished.append((p, t, s))
+        else:
+            alive.append((p, t, s))
+    return alive, finished
+
+
+def test_beam_step():
+    assert check.beam_step(beam_ok).passed
+
+    def stub(beam_scores, next_probs, k, eos_id):
+        raise NotImplementedError
+
+    assert check.beam_step(stub).status == "not attempted"
+    cases = {
+        "multiplied probabilities": dict(combine=lambda s, p: s[:, None].exp() * p),
+        "multiplied the score by the probability": dict(combine=lambda s, p: s[:, None] * p),
+        "added raw probabilities": dict(combine=lambda s, p: s[:, None] + p),
+        "ignore the beams' own scores": dict(combine=lambda s, p: p.log().expand(len(s), -1).clone()),
+        "each beam separately": dict(per_beam=True),
+        "must leave the beam": dict(keep_eos=True),
+        "you dropped the hypotheses that end": dict(drop_finished=True),
+    }
+    for expected, flags in cases.items():
+        fb = check.beam_step(lambda *a, flags=flags: beam_ok(*a, **flags))
+        assert fb.status == "hint" and expected in fb.message, (expected, fb)
+    reversed_order = check.beam_step(lambda *a: tuple(x[::-1] for x in beam_ok(*a)))
+    assert reversed_order.status == "hint" and "best first" in reversed_order.message
+    assert "`alive` and `finished` must be lists" in check.beam_step(lambda *a: beam_ok(*a)[0]).message
+    assert "pair `(alive, finished)`" in check.beam_step(lambda *a: None if False else 42).message
+
+
+# ------------------------------------------------------------------ 8.3 length ranking
+def test_length_ranking():
+    def ok(scores, lengths, alpha):
+        return sorted(range(len(scores)), key=lambda i: -scores[i] / lengths[i] ** alpha)
+
+    assert check.length_ranking(ok).passed
+    assert check.length_ranking(...).status == "not attempted"
+    cases = {
+        "raw summed log-probability": lambda s, l, a: sorted(range(len(s)), key=lambda i: -s[i]),
+        "worst first": lambda s, l, a: ok(s, l, a)[::-1],
+        "multiplied by the length": lambda s, l, a: sorted(range(len(s)), key=lambda i: -s[i] * l[i] ** a),
+        "forgot the exponent": lambda s, l, a: sorted(range(len(s)), key=lambda i: -s[i] / l[i]),
+        "as a list of ints": lambda s, l, a: "best",
+    }
+    for expected, fn in cases.items():
+        fb = check.length_ranking(fn)
+        assert fb.status == "hint" and expected in fb.message, (expected, fb)
+
+
+# ------------------------------------------------------------------ 8.4 top-k filter
+def test_top_k_filter():
+    def ok(logits, k):
+        kth = logits.topk(k, dim=-1).values[:, -1:]
+        return logits.masked_fill(logits < kth, float("-inf"))
+
+    assert check.top_k_filter(ok).passed
+
+    def stub(logits, k):
+        raise NotImplementedError
+
+    assert check.top_k_filter(stub).status == "not attempted"
+    cases = {
+        "returned probabilities": lambda x, k: ok(x, k).softmax(-1),
+        "exp(0) = 1": lambda x, k: x.masked_fill(x < x.topk(k, dim=-1).values[:, -1:], 0.0),
+        "k *smallest*": lambda x, k: x.masked_fill(x > x.topk(k, dim=-1, largest=False).values[:, -1:], float("-inf")),
+        "one token too few": lambda x, k: x.masked_fill(x <= x.topk(k, dim=-1).values[:, -1:], float("-inf")) if k < 8 else ok(x, k),
+        "one token too many": lambda x, k: ok(x, k + 1) if k < 7 else ok(x, k),
+        "whole batch": lambda x, k: x.masked_fill(x < x.flatten().topk(k).values[-1], float("-inf")),
+        "same shape": lambda x, k: ok(x, k)[0],
+    }
+    for expected, fn in cases.items():
+        fb = check.top_k_filter(fn)
+        assert fb.status == "hint" and expected in fb.message, (expected, fb)
