@@ -1,0 +1,65 @@
+"""The chapter 2 checkers: the right answer passes, each recognized mistake gets its hint."""
+import math
+
+import torch
+
+from companion.exercises import attention as check
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def test_stable_softmax():
+    right = lambda x: torch.exp(x - x.amax(-1, keepdim=True)) / torch.exp(x - x.amax(-1, keepdim=True)).sum(-1, keepdim=True)
+    assert check.stable_softmax(right).passed
+    assert check.stable_softmax(stub).status == "not attempted"
+    assert check.stable_softmax(...).status == "not attempted"
+    naive = lambda x: torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)
+    assert "overflows" in check.stable_softmax(naive).message
+    assert "columns sum to 1" in check.stable_softmax(lambda x: torch.softmax(x, dim=0)).message
+    assert "did not normalize" in check.stable_softmax(lambda x: torch.exp(x - x.amax(-1, keepdim=True))).message
+    whole = lambda x: torch.exp(x - x.max()) / torch.exp(x - x.max()).sum()
+    assert "whole matrix" in check.stable_softmax(whole).message
+    global_max = lambda x: torch.exp(x - x.max()) / torch.exp(x - x.max()).sum(-1, keepdim=True)
+    assert "own maximum" in check.stable_softmax(global_max).message
+    assert "return a tensor" in check.stable_softmax(lambda x: x.tolist()).message
+
+
+def test_attention():
+    right = lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), -1) @ V
+    assert check.attention(right).passed
+    assert check.attention(stub).status == "not attempted"
+    assert "forgot the scale" in check.attention(lambda Q, K, V: torch.softmax(Q @ K.T, -1) @ V).message
+    assert "square root" in check.attention(lambda Q, K, V: torch.softmax(Q @ K.T / Q.shape[-1], -1) @ V).message
+    wrong_axis = lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), 0) @ V
+    assert "wrong axis" in check.attention(wrong_axis).message
+    weights_only = lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), -1)
+    assert "multiply them by V" in check.attention(weights_only).message
+    times = lambda Q, K, V: torch.softmax(Q @ K.T * math.sqrt(Q.shape[-1]), -1) @ V
+    assert "multiplied by sqrt" in check.attention(times).message
+    crash = check.attention(lambda Q, K, V: Q @ K @ V)
+    assert crash.status == "hint" and "RuntimeError" in crash.message
+
+
+def test_causal():
+    right = lambda T: torch.ones(T, T, dtype=torch.bool).tril()
+    assert check.causal(right).passed
+    assert check.causal(stub).status == "not attempted"
+    assert "j > i" in check.causal(lambda T: torch.ones(T, T, dtype=torch.bool).tril(-1)).message
+    assert "inverted" in check.causal(lambda T: ~torch.ones(T, T, dtype=torch.bool).tril()).message
+    assert "upper triangle" in check.causal(lambda T: torch.ones(T, T, dtype=torch.bool).triu()).message
+    assert "inverted" in check.causal(lambda T: torch.ones(T, T, dtype=torch.bool).triu(1)).message
+    additive = lambda T: torch.zeros(T, T).masked_fill(~right(T), float("-inf"))
+    assert "additive float mask" in check.causal(additive).message
+    assert "boolean" in check.causal(lambda T: torch.ones(T, T).tril()).message
+
+
+def test_padding():
+    right = lambda lengths, S: torch.arange(S)[None, :] < lengths[:, None]
+    assert check.padding(right).passed
+    assert check.padding(stub).status == "not attempted"
+    assert "inverted" in check.padding(lambda l, S: ~right(l, S)).message
+    assert "j < L" in check.padding(lambda l, S: torch.arange(S)[None, :] <= l[:, None]).message
+    assert "(S, B)" in check.padding(lambda l, S: right(l, S).T).message
+    assert "boolean" in check.padding(lambda l, S: right(l, S).float()).message
