@@ -1,0 +1,131 @@
+"""Checkers for chapter 6, *The transformer block*.
+
+They recognize the classic slips: a feed-forward network without its activation or its biases,
+a block that forgets a residual connection or normalizes after the sum instead of before, and a
+parameter count with the wrong ``d_ff``, without biases or LayerNorms, without the output
+projection, or multiplied by the number of heads.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._core import checker, close, hint, passed
+
+__all__ = ["feed_forward", "pre_norm_block", "block_params"]
+
+
+@checker("Exercise 6.1")
+def feed_forward(my_feed_forward) -> None:
+    """``my_feed_forward(x, W1, b1, W2, b2)``: ``relu(x @ W1 + b1) @ W2 + b2``, x ``(n, d)`` -> ``(n, d)``."""
+    g = torch.Generator().manual_seed(6)
+    n, d, d_ff = 5, 4, 16
+    x = torch.randn(n, d, generator=g, dtype=torch.float64)
+    W1, W2 = torch.randn(d, d_ff, generator=g, dtype=torch.float64), torch.randn(d_ff, d, generator=g, dtype=torch.float64)
+    b1, b2 = torch.randn(d_ff, generator=g, dtype=torch.float64), torch.randn(d, generator=g, dtype=torch.float64)
+    out = my_feed_forward(x, W1, b1, W2, b2)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (n, d):
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        hint(f"the output has one row per token and d = {d} columns, shape ({n}, {d}) (got {got}).")
+    right = torch.relu(x @ W1 + b1) @ W2 + b2
+    if close(out, right):
+        passed("two linear layers with a ReLU between them, applied to every token alike.")
+    if close(out, (x @ W1 + b1) @ W2 + b2):
+        hint("the ReLU between the two layers is missing: without it the two layers collapse into one linear map.")
+    if close(out, torch.relu(right)):
+        hint("no activation after the second layer: the output is added to the residual stream and may be negative.")
+    if close(out, torch.relu(x @ W1) @ W2):
+        hint("the biases b1 and b2 are missing.")
+    if close(out, torch.relu(x @ W1) @ W2 + b2) or close(out, torch.relu(x @ W1 + b1) @ W2):
+        hint("one of the two biases is missing: relu(x @ W1 + b1) @ W2 + b2.")
+    if close(out, x + right):
+        hint("return the sublayer's output only; the residual connection is added by the block (next exercise).")
+    hint("compute relu(x @ W1 + b1) @ W2 + b2.")
+
+
+def _pieces():
+    g = torch.Generator().manual_seed(7)
+    d = 6
+    Wa = torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5
+    W1, W2 = torch.randn(d, 4 * d, generator=g, dtype=torch.float64) / d**0.5, torch.randn(4 * d, d, generator=g, dtype=torch.float64) / d
+    g1, g2 = torch.rand(d, generator=g, dtype=torch.float64) + 0.5, torch.rand(d, generator=g, dtype=torch.float64) + 0.5
+
+    def make_norm(gamma):
+        def norm(h):
+            mean = h.mean(-1, keepdim=True)
+            return (h - mean) / torch.sqrt(h.var(-1, keepdim=True, unbiased=False) + 1e-5) * gamma
+        return norm
+
+    def attn(h):  # a stand-in sublayer that mixes tokens: (n, d) -> (n, d)
+        return torch.softmax(h @ h.T / d**0.5, dim=-1) @ h @ Wa
+
+    def ff(h):
+        return torch.relu(h @ W1) @ W2
+
+    x = torch.randn(5, d, generator=g, dtype=torch.float64) * 2 + 1
+    return x, attn, ff, make_norm(g1), make_norm(g2)
+
+
+@checker("Exercise 6.2")
+def pre_norm_block(my_pre_norm_block) -> None:
+    """``my_pre_norm_block(x, attn, ff, norm1, norm2)``: ``h = x + attn(norm1(x))``; return ``h + ff(norm2(h))``."""
+    x, attn, ff, n1, n2 = _pieces()
+    out = my_pre_norm_block(x.clone(), attn, ff, n1, n2)
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        hint(f"return a tensor of the input's shape {tuple(x.shape)}.")
+    h = x + attn(n1(x))
+    if close(out, h + ff(n2(h))):
+        passed("normalize, transform, add: the input passes to the output unchanged along the residual path.")
+    post_h = n1(x + attn(x))
+    if close(out, n2(post_h + ff(post_h))):
+        hint("that is the post-norm block (the original transformer): normalize after the sum. Pre-norm "
+             "normalizes the sublayer's input, x + attn(norm1(x)), and leaves the sum unnormalized.")
+    if close(out, ff(n2(attn(n1(x))))) or close(out, h + ff(n2(attn(n1(x))))) or close(out, ff(n2(h))):
+        hint("a residual connection is missing: each sublayer's output is ADDED to its input (x + ...).")
+    if close(out, x + attn(n1(x)) + ff(n2(x))):
+        hint("the feed-forward sublayer works on the output of the attention step h = x + attn(norm1(x)), not on x.")
+    hn = n1(x) + attn(n1(x))
+    if close(out, hn + ff(n2(hn))):
+        hint("the residual adds the un-normalized input: x + attn(norm1(x)), not norm1(x) + attn(norm1(x)).")
+    if close(out, h + ff(n1(h))):
+        hint("use norm2 (its own scale and shift) before the feed-forward network, not norm1 again.")
+    hint("h = x + attn(norm1(x)); return h + ff(norm2(h)).")
+
+
+def _right_count(d_model: int, d_ff: int) -> int:
+    return 4 * d_model * d_model + 4 * d_model + 2 * d_model * d_ff + d_ff + d_model + 4 * d_model
+
+
+@checker("Exercise 6.3")
+def block_params(my_block_params) -> None:
+    """``my_block_params(d_model, n_heads, d_ff)``: parameters of one block (attention with biases,
+    two LayerNorms with scale and shift, feed-forward with biases)."""
+    cases = [(768, 12, 3072), (64, 4, 100), (30, 3, 7)]
+    for d, h, d_ff in cases:
+        got = my_block_params(d, h, d_ff)
+        try:
+            got = int(got)
+        except Exception:
+            hint(f"return a whole number (got {type(got).__name__}).")
+        right = _right_count(d, d_ff)
+        if got == right:
+            continue
+        if got == _right_count(d, 4 * d):
+            hint(f"use the d_ff you are given (here d_ff = {d_ff}), not 4 * d_model: the ratio is a choice of configuration.")
+        if got == _right_count(d, d):
+            hint("the hidden layer of the feed-forward network has d_ff units: linear1 is d_model x d_ff, linear2 d_ff x d_model.")
+        if got == right - 4 * d:
+            hint("the two LayerNorms have parameters too: a scale and a shift of size d_model each (4 d_model).")
+        if got == right - 4 * d - d_ff - d:
+            hint("the biases are missing: d_model for each of the four projections, d_ff and d_model in the feed-forward network.")
+        if got == right - 4 * d - d_ff - d - 4 * d:
+            hint("both the biases and the LayerNorm parameters are missing.")
+        if got == right - d * d - d:
+            hint("the output projection W_O (d_model x d_model, plus its bias) is missing: four projections, not three.")
+        if got == right + (h - 1) * (4 * d * d + 4 * d) or got == right + (h - 1) * (3 * d * d + 3 * d):
+            hint("the heads share the projections: each head uses d_model/n_heads columns of W_Q, W_K, W_V, so "
+                 "attention has 4 d_model^2 (+ 4 d_model) parameters whatever n_heads is.")
+        if got == right + (h - 1) * 3 * (d * d // h) or got == right - 3 * d * d + 3 * d * (d // h):
+            hint("each head's W_Q is d_model x d_head, and there are n_heads of them: together d_model x d_model.")
+        hint(f"for d_model={d}, n_heads={h}, d_ff={d_ff} the count is not {got}: add attention (four "
+             "d_model x d_model matrices with biases), two LayerNorms and the two feed-forward layers with biases.")
+    passed("one block has 4d² + 2 d d_ff weights plus 9d + d_ff biases and norm parameters; 12d² + 13d with d_ff = 4d.")
