@@ -17,8 +17,12 @@ the decoders use its KV cache: after the prompt, each step feeds only the newest
 The prompt and the context window: a model sees at most ``context_length`` tokens (read from
 ``model.config.context_length`` or given as an argument). A longer prompt is **cropped**: the
 model is given its last ``context_length`` tokens, and the returned sequences still hold the
-whole prompt. Generation past the window slides it the same way (the cache, which cannot slide
-with learned absolute positions, is then dropped and each step recomputes the window).
+whole prompt. When generation outgrows the window, the window jumps forward to hold the last
+``refill_to`` tokens (default ``context_length``: an exact sliding window, so every step past the
+window recomputes it all, as without a cache). A smaller ``refill_to`` keeps the cache useful
+past the window: it is rebuilt from ``refill_to`` tokens once every
+``context_length - refill_to + 1`` steps, and the model then sees between ``refill_to`` and
+``context_length`` tokens. With or without the cache, the decoders give the same tokens.
 """
 from __future__ import annotations
 
@@ -103,7 +107,7 @@ def yes_ok_model() -> TableLM:
 
     Vocabulary: ``<s>`` (0, the prompt), ``yes`` (1), ``ok`` (2), ``</s>`` (3, end of sequence).
     After two words the model ends with probability 0.9 (0.8 after mixed words); after three it
-    always ends. The probabilities of the first two steps are those of the chapter's figure::
+    always ends. No two hypotheses of the same length tie, so every ranking is unambiguous. The probabilities of the first two steps are those of the chapter's figure::
 
         after <s>        : yes 0.5, ok 0.4, </s> 0.1
         after <s> yes    : yes 0.4, ok 0.3, </s> 0.3
@@ -114,10 +118,10 @@ def yes_ok_model() -> TableLM:
         (S,): [0, 0.5, 0.4, 0.1],
         (S, Y): [0, 0.4, 0.3, 0.3],
         (S, O): [0, 0.2, 0.7, 0.1],
-        (S, Y, Y): [0, 0.05, 0.05, 0.9],
-        (S, O, O): [0, 0.05, 0.05, 0.9],
-        (S, Y, O): [0, 0.1, 0.1, 0.8],
-        (S, O, Y): [0, 0.1, 0.1, 0.8],
+        (S, Y, Y): [0, 0.06, 0.04, 0.9],
+        (S, O, O): [0, 0.04, 0.06, 0.9],
+        (S, Y, O): [0, 0.08, 0.12, 0.8],
+        (S, O, Y): [0, 0.12, 0.08, 0.8],
     }
     return TableLM(table, vocab_size=4, default=[0, 0, 0, 1.0], itos=["<s>", "yes", "ok", "</s>"])
 
@@ -168,11 +172,13 @@ class _Runner:
     """Feeds growing sequences to a model and returns the logits for the next token.
 
     It holds the sequences ``seqs`` (B, L). With a cache, the first call feeds the (cropped)
-    prompt and later calls feed only the newest token; once the window is full the cache is
-    dropped and each call feeds the last ``context_length`` tokens.
+    prompt and later calls feed only the newest token. When the sequence outgrows the window, the
+    window jumps forward to its last ``refill_to`` tokens and the cache is rebuilt from them. The
+    model always sees ``seqs[:, start:]``, with or without a cache, so both give the same logits.
     """
 
-    def __init__(self, model: Model, seqs: Tensor, context_length: int | None, use_cache: bool | None):
+    def __init__(self, model: Model, seqs: Tensor, context_length: int | None, use_cache: bool | None,
+                 refill_to: int | None = None):
         has_cache = callable(getattr(model, "new_cache", None))
         if use_cache and not has_cache:
             raise ValueError("`use_cache=True` needs a model with a `new_cache()` method, such as companion.model.GPT (got "
@@ -181,6 +187,13 @@ class _Runner:
         self.use_cache = has_cache if use_cache is None else bool(use_cache)
         self.cache: Any = None
         self.vocab_size: int | None = None
+        if refill_to is not None:
+            if context_length is None:
+                raise ValueError("`refill_to` needs a context length: the model has no `config.context_length`; pass `context_length`")
+            if isinstance(refill_to, bool) or not isinstance(refill_to, int) or not 1 <= refill_to <= context_length:
+                raise ValueError(f"`refill_to` must be an integer in [1, context_length] (got refill_to={refill_to!r}, context_length={context_length})")
+        self.keep = context_length if refill_to is None else refill_to
+        self.start = 0 if context_length is None else max(0, seqs.shape[1] - context_length)  # a long prompt is cropped
 
     def _call(self, ids: Tensor, cache: Any = None) -> Tensor:
         out = self.model(ids) if cache is None else self.model(ids, cache=cache)
@@ -193,18 +206,18 @@ class _Runner:
     def next_logits(self) -> Tensor:
         """Logits (B, V) of the token after ``self.seqs``."""
         B, L = self.seqs.shape
-        window = self.seqs if self.ctx is None else self.seqs[:, -self.ctx:]
+        if self.ctx is not None and L - self.start > self.ctx:
+            # The window is full. Learned positions cannot slide inside a cache: jump forward, rebuild.
+            self.start, self.cache = L - self.keep, None
+        window = self.seqs[:, self.start:]  # (B, <= ctx)
         if self.use_cache:
             if self.cache is None:
                 self.cache = self.model.new_cache()
-                logits = self._call(window, self.cache)  # (B, T_prompt, V): the whole prompt once
-            elif self.ctx is None or len(self.cache) + 1 <= self.ctx:
+                logits = self._call(window, self.cache)  # (B, T_window, V): the whole window once
+            else:
                 logits = self._call(self.seqs[:, -1:], self.cache)  # (B, 1, V): only the new token
-            else:  # the window is full: positions cannot slide inside the cache
-                self.use_cache, self.cache = False, None
-                logits = self._call(window)
         else:
-            logits = self._call(window)  # (B, min(L, ctx), V): everything, every step
+            logits = self._call(window)  # (B, T_window, V): everything, every step
         logits = logits[:, -1, :]
         self.vocab_size = logits.shape[-1]
         return logits
@@ -236,23 +249,24 @@ def _check_eos_type(eos_id: Any) -> None:
 # --------------------------------------------------------------------------------------------
 @torch.no_grad()
 def greedy(model: Model, prompt: Any, max_new_tokens: int, *, eos_id: int | None = None,
-           context_length: int | None = None, use_cache: bool | None = None) -> Tensor:
+           context_length: int | None = None, use_cache: bool | None = None, refill_to: int | None = None) -> Tensor:
     """Append the most probable next token, ``max_new_tokens`` times (or until ``eos_id``).
 
     A sequence that has produced ``eos_id`` is padded with ``eos_id`` while the others go on;
     generation stops early when every sequence has ended. ``use_cache=None`` uses the model's KV
-    cache when it has one. Put a model with dropout in ``eval()`` mode first.
+    cache when it has one. ``context_length`` and ``refill_to`` set the context window (see the
+    module's docstring). Put a model with dropout in ``eval()`` mode first.
 
     Shapes:
         ``prompt`` (T,) or (B, T) -> (T + n,) or (B, T + n), n <= max_new_tokens new tokens.
     """
-    return _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, pick=lambda logits: logits.argmax(-1))
+    return _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, refill_to, pick=lambda logits: logits.argmax(-1))
 
 
 @torch.no_grad()
 def sample(model: Model, prompt: Any, max_new_tokens: int, *, temperature: float = 1.0, top_k: int | None = None,
            top_p: float | None = None, generator: torch.Generator | None = None, eos_id: int | None = None,
-           context_length: int | None = None, use_cache: bool | None = None) -> Tensor:
+           context_length: int | None = None, use_cache: bool | None = None, refill_to: int | None = None) -> Tensor:
     """Append tokens drawn from :func:`next_token_probs`, ``max_new_tokens`` times (or until ``eos_id``).
 
     The same ``generator`` state gives the same sample. End of sequence, cache and context
@@ -267,14 +281,14 @@ def sample(model: Model, prompt: Any, max_new_tokens: int, *, temperature: float
         probs = next_token_probs(logits, temperature=temperature, top_k=top_k, top_p=top_p)  # (B, V)
         return torch.multinomial(probs.float().cpu(), 1, generator=generator)[:, 0].to(logits.device)
 
-    return _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, pick)
+    return _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, refill_to, pick)
 
 
-def _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, pick) -> Tensor:
+def _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, refill_to, pick) -> Tensor:
     _check_count("max_new_tokens", max_new_tokens, 0)
     _check_eos_type(eos_id)
     ids, single = _as_prompt(prompt, _device(model))
-    runner = _Runner(model, ids, _context_length(model, context_length), use_cache)
+    runner = _Runner(model, ids, _context_length(model, context_length), use_cache, refill_to)
     done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)  # (B,)
     for step in range(max_new_tokens):
         logits = runner.next_logits()  # (B, V)
@@ -394,7 +408,8 @@ class BeamSearchResult:
 @torch.no_grad()
 def beam_search(model: Model, prompt: Any, max_new_tokens: int, *, k: int, eos_id: int | None = None,
                 length_penalty: float = 0.0, n_best: int | None = None, return_trace: bool = False,
-                context_length: int | None = None, use_cache: bool | None = None) -> BeamSearchResult:
+                context_length: int | None = None, use_cache: bool | None = None,
+                refill_to: int | None = None) -> BeamSearchResult:
     """Beam search of width ``k``: keep the ``k`` best partial hypotheses at every step.
 
     A hypothesis's score is the sum of the log-probabilities of its tokens. At each step, every
@@ -407,7 +422,7 @@ def beam_search(model: Model, prompt: Any, max_new_tokens: int, *, k: int, eos_i
 
     Results are ranked by ``score / length ** length_penalty`` with ``length`` the number of
     generated tokens: ``0`` ranks by the raw sum (which favours short hypotheses), ``1`` by the
-    average log-probability per token.
+    average log-probability per token. Cache and context window behave as in :func:`greedy`.
 
     Shapes:
         ``prompt`` (T,) (one prompt) -> ``n_best`` (default ``k``) hypotheses of length <= T + max_new_tokens.
@@ -425,7 +440,7 @@ def beam_search(model: Model, prompt: Any, max_new_tokens: int, *, k: int, eos_i
     if not single:
         raise ValueError(f"`prompt` must be one sequence of shape (T,) for beam search (got shape {tuple(ids.shape)})")
     T0 = ids.shape[1]
-    runner = _Runner(model, ids, _context_length(model, context_length), use_cache)
+    runner = _Runner(model, ids, _context_length(model, context_length), use_cache, refill_to)
 
     def rank(score: float, length: int) -> float:
         return score / max(length, 1) ** length_penalty

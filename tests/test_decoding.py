@@ -103,7 +103,7 @@ def tiny_gpt(seed=0, **kw):
 def test_toy_model_returns_its_table():
     m = yes_ok_model()
     probs = m(torch.tensor([[S, YES, YES]])).softmax(-1)[0]  # (3, V)
-    torch.testing.assert_close(probs.double(), torch.tensor([[0, .5, .4, .1], [0, .4, .3, .3], [0, .05, .05, .9]], dtype=torch.float64))
+    torch.testing.assert_close(probs.double(), torch.tensor([[0, .5, .4, .1], [0, .4, .3, .3], [0, .06, .04, .9]], dtype=torch.float64))
 
 
 def test_greedy_says_yes_yes_and_beam_of_two_says_ok_ok():
@@ -203,6 +203,20 @@ def test_cached_and_uncached_agree_on_a_model_with_a_cache_including_past_the_wi
                 assert x.score == pytest.approx(y.score, abs=1e-4)
 
 
+def test_refill_keeps_the_cache_useful_past_the_window_and_agrees_with_no_cache():
+    m = RunningSumLM(vocab_size=7, context_length=8)
+    a = greedy(m, [1, 2, 3], 20, use_cache=True, refill_to=4)
+    calls = list(m.calls)
+    assert a.tolist() == greedy(m, [1, 2, 3], 20, use_cache=False, refill_to=4).tolist()
+    # prompt 3, then 1-token steps; at length 9 the window (8) overflows: rebuild from the last 4, and so on
+    assert calls == [3] + [1] * 5 + [4] + [1] * 4 + [4] + [1] * 4 + [4] + [1] * 3
+    ra = beam_search(m, [1, 2, 3], 14, k=3, use_cache=True, refill_to=5)
+    rb = beam_search(m, [1, 2, 3], 14, k=3, use_cache=False, refill_to=5)
+    assert [h.tokens.tolist() for h in ra.hypotheses] == [h.tokens.tolist() for h in rb.hypotheses]
+    # refill_to = context_length is the exact sliding window, the default
+    assert greedy(m, [1, 2, 3], 20, refill_to=8).tolist() == greedy(m, [1, 2, 3], 20, use_cache=False).tolist()
+
+
 def test_cached_and_uncached_agree_for_the_gpt_over_many_steps():
     gpt = tiny_gpt(vocab_size=13, context_length=24)
     prompt = torch.tensor([1, 5, 2, 7])
@@ -218,6 +232,8 @@ def test_cached_and_uncached_agree_for_the_gpt_over_many_steps():
     for x, y in zip(r1.hypotheses, r2.hypotheses):
         assert x.score == pytest.approx(y.score, abs=1e-3)
         assert x.score == pytest.approx(sequence_log_prob(gpt, prompt, x.generated), abs=1e-3)
+    c1 = greedy(gpt, prompt, 40, use_cache=True, refill_to=12)
+    assert c1.tolist() == greedy(gpt, prompt, 40, use_cache=False, refill_to=12).tolist()
 
 
 def test_cached_logits_equal_uncached_logits_for_the_gpt():
@@ -335,6 +351,9 @@ def test_prompt_longer_than_the_context_is_cropped():
     (lambda m: greedy(m, [S], 3, use_cache=True), ValueError, r"`use_cache=True` needs a model with a `new_cache\(\)`"),
     (lambda m: beam_search(m, [[S], [S]], 3, k=2), ValueError, r"`prompt` must be one sequence of shape \(T,\) for beam search"),
     (lambda m: greedy(m, [9], 3), ValueError, r"`prompt` ids must lie in \[0, vocab_size\)"),
+    (lambda m: greedy(m, [S], 3, refill_to=2), ValueError, r"`refill_to` needs a context length"),
+    (lambda m: greedy(m, [S], 3, context_length=4, refill_to=5), ValueError, r"`refill_to` must be an integer in \[1, context_length\] \(got refill_to=5, context_length=4\)"),
+    (lambda m: greedy(m, [S], 3, context_length=0), ValueError, r"`context_length` must be an integer >= 1"),
     (lambda m: greedy(lambda ids: ids.float(), [S], 3), TypeError, r"`model` must map ids \(B, T\) to logits \(B, T, V\)"),
 ])
 def test_bad_input_raises_a_clear_error(call, kind, match):
