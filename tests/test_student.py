@@ -1,0 +1,174 @@
+"""Student versions (``python -m companion.student``) and the exercise pattern of every chapter.
+
+For every chapter notebook in book/:
+
+* every solution cell has a stub, and the stub differs from the solution;
+* the stored output of every check cell in the book says the exercise passed;
+* the student version keeps no solution code, no output, and nothing else changed;
+* the student version runs top to bottom without an error, and each check says "not attempted yet".
+
+The student notebooks run with the kernel's working directory in book/, as the book's own notebooks
+do under nbval (``student/`` is a sibling of book/, so a path such as ``../x`` means the same file
+from both). Running them takes about as long as running the book (chapter 7 trains for minutes).
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from companion import student
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = student.chapters()
+IDS = [p.stem for p in CHAPTERS]
+ENV = {"PYTHONHASHSEED": "0", "MPLBACKEND": "Agg", "IPYKERNEL_CELL_NAME": "<IPY-INPUT>"}
+PASSED = re.compile(r"✅ Exercise \d+\.\d+ passed")
+NOT_ATTEMPTED = re.compile(r"⏳ Exercise \d+\.\d+ not attempted yet")
+
+
+def _text(cell) -> str:
+    """Everything a code cell printed or displayed, as text."""
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.output_type == "stream":
+            parts.append(out.text)
+        elif out.output_type in ("execute_result", "display_data"):
+            parts.append(out.data.get("text/plain", ""))
+        elif out.output_type == "error":
+            parts.append(f"{out.ename}: {out.evalue}")
+    return "".join(parts)
+
+
+def _read(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+@pytest.fixture(scope="module")
+def student_dir(tmp_path_factory) -> Path:
+    """The student version of every chapter, written by the command instructors use."""
+    out = tmp_path_factory.mktemp("student")
+    done = subprocess.run([sys.executable, "-m", "companion.student", "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, f"python -m companion.student failed:\n{done.stderr}"
+    return out
+
+
+# --- the command itself, on a small notebook made here --------------------------------------------
+
+def _toy_notebook():
+    nb = nbformat.v4.new_notebook()
+    solution = nbformat.v4.new_code_cell("def f(x):\n    return 2 * x", metadata={
+        "tags": ["solution"], "course": {"stub": "def f(x):\n    raise NotImplementedError  # your code here\n"}})
+    solution.outputs = [nbformat.v4.new_output("stream", text="hi")]
+    solution.execution_count = 3
+    nb.cells = [nbformat.v4.new_markdown_cell("# Toy"), nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["keep"]}),
+                solution, nbformat.v4.new_code_cell("check(f)")]
+    return nb
+
+
+def test_student_version_replaces_solutions_and_clears_outputs():
+    nb = _toy_notebook()
+    out = student.student_version(nb)
+    assert out.cells[2].source == "def f(x):\n    raise NotImplementedError  # your code here"
+    assert all(c.get("outputs", []) == [] and c.get("execution_count") is None for c in out.cells if c.cell_type == "code")
+    assert out.cells[1].source == "x = 1" and out.cells[1].metadata["tags"] == ["keep"]
+    assert nb.cells[2].source == "def f(x):\n    return 2 * x", "the book's notebook must not be modified"
+
+
+def test_student_version_refuses_a_missing_or_unchanged_stub():
+    nb = _toy_notebook()
+    del nb.cells[2].metadata["course"]
+    with pytest.raises(ValueError, match=r"cell 2: solution cell without a stub"):
+        student.student_version(nb)
+    nb.cells[2].metadata["course"] = {"stub": "def f(x):\n    return 2 * x\n"}
+    with pytest.raises(ValueError, match=r"cell 2: the stub is the same as the solution"):
+        student.student_version(nb)
+
+
+def test_chapters_are_named_by_number_name_or_path():
+    if not CHAPTERS:
+        pytest.skip("no chapter notebook yet")
+    first = CHAPTERS[0]
+    number = first.stem.split("_")[0]
+    assert student.resolve([str(int(number))]) == [first]
+    assert student.resolve([first.stem]) == [first]
+    assert student.resolve([str(first)]) == [first.resolve()]
+    with pytest.raises(ValueError, match=r"no chapter notebook matches '99'"):
+        student.resolve(["99"])
+
+
+def test_check_cells_are_the_first_code_cell_after_the_solutions():
+    nb = _toy_notebook()
+    assert student.check_cells(nb) == [3]
+
+
+# --- every chapter of the book --------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
+def test_every_solution_has_a_stub_that_differs(path):
+    assert student.problems(_read(path), path.name) == []
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
+def test_the_book_passes_every_check(path):
+    nb = _read(path)
+    checks = student.check_cells(nb)
+    if not checks:
+        pytest.skip(f"{path.name} has no exercise yet")
+    failing = {i: _text(nb.cells[i]) for i in checks if not PASSED.search(_text(nb.cells[i]))}
+    assert not failing, f"{path.name}: check cells whose stored output is not '✅ Exercise N.M passed': {failing}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
+def test_no_solution_code_survives_and_nothing_else_changed(path, student_dir):
+    book, mine = _read(path), _read(student_dir / path.name)
+    assert len(mine.cells) == len(book.cells)
+    assert mine.metadata == book.metadata
+    # Lines that only the solutions hold: none of them may appear anywhere in the student version.
+    elsewhere = {line.strip() for c in book.cells if not student.is_solution(c) for line in c.source.splitlines()}
+    for i, (b, s) in enumerate(zip(book.cells, mine.cells)):
+        assert s.cell_type == b.cell_type, f"cell {i}: type changed"
+        if b.cell_type != "code":
+            assert s == b, f"cell {i}: a markdown cell changed"
+            continue
+        assert s.outputs == [] and s.execution_count is None, f"cell {i}: output not cleared"
+        assert {k: v for k, v in s.metadata.items()} == {k: v for k, v in b.metadata.items() if k != "execution"}
+        if student.is_solution(b):
+            assert s.source == student.stub_of(b).rstrip("\n"), f"cell {i}: not the stub"
+        else:
+            assert s.source == b.source, f"cell {i}: a code cell that is not a solution changed"
+    stub_lines = {line.strip() for c in book.cells if student.is_solution(c) for line in student.stub_of(c).splitlines()}
+    secret = {line.strip() for c in book.cells if student.is_solution(c) for line in c.source.splitlines()}
+    secret -= elsewhere | stub_lines | {""}
+    secret = {line for line in secret if not line.startswith("#") and len(line) > 3}
+    leaked = [line for line in secret for c in mine.cells if line in c.source]
+    assert not leaked, f"solution code left in the student version of {path.name}: {leaked}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
+def test_student_notebook_runs_and_every_check_says_not_attempted(path, student_dir, monkeypatch):
+    for key, value in ENV.items():
+        monkeypatch.setenv(key, value)
+    nb = _read(student_dir / path.name)
+    client = NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    error = None
+    try:
+        client.execute()
+    except Exception as exc:  # noqa: BLE001 - nbclient raises CellExecutionError and timeouts
+        error = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # without the traceback's terminal colours
+    if error is not None:
+        where = [i for i, c in enumerate(nb.cells) if any(o.output_type == "error" for o in c.get("outputs", []))]
+        pytest.fail(f"the student version of {path.name} does not run top to bottom (cell {where[:1]}):\n{error[-3000:]}\n"
+                    "(only the exercise's check cell may use the names a solution defines: the student's "
+                    "stub raises NotImplementedError until it is written)", pytrace=False)
+    checks = student.check_cells(nb)
+    said = {i: _text(nb.cells[i]).strip() for i in checks}
+    wrong = {i: text for i, text in said.items() if not NOT_ATTEMPTED.search(text)}
+    assert not wrong, f"{path.name}: check cells that do not say '⏳ Exercise N.M not attempted yet': {wrong}"
