@@ -161,7 +161,13 @@ def times_table(timings: dict, book: Path = BOOK) -> str:
         "| chapter | words | reading (min) | exercises | exercises (min) | run time, measured (s) | measured on |",
         "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for path in chapters(book):
+    notebooks = {p.stem: p for p in chapters(book)}
+    pending = sorted(p.stem for p in book.glob("[0-9]*.md") if p.stem not in notebooks)
+    for stem in sorted([*notebooks, *pending]):
+        if stem not in notebooks:
+            rows.append(f"| {{doc}}`{stem}` | not written yet | | | | | |")
+            continue
+        path = notebooks[stem]
         facts = chapter_facts(path)
         # Code is read more slowly than prose: count a line of code as 3 words.
         reading = max(1, round((facts["words"] + 3 * facts["code_lines"]) / WORDS_PER_MINUTE))

@@ -172,3 +172,29 @@ def test_student_notebook_runs_and_every_check_says_not_attempted(path, student_
     said = {i: _text(nb.cells[i]).strip() for i in checks}
     wrong = {i: text for i, text in said.items() if not NOT_ATTEMPTED.search(text)}
     assert not wrong, f"{path.name}: check cells that do not say '⏳ Exercise N.M not attempted yet': {wrong}"
+
+
+# --- the measured times on the instructors' page ---------------------------------------------------
+
+def test_times_are_written_between_the_markers(tmp_path):
+    book = tmp_path / "book"
+    book.mkdir()
+    nbformat.write(_toy_notebook(), book / "01_toy.ipynb")
+    (book / "02_later.md").write_text("# Later\n")
+    page = book / "instructors.md"
+    page.write_text(f"# Page\n\n{student._TIMES_START}\nold\n{student._TIMES_END}\n\nafter\n")
+    timings = tmp_path / "times.json"
+    timings.write_text('{"book/01_toy.ipynb": {"seconds": 12.34, "measured": "2026-01-02T03:04:05+00:00"}}')
+    student.write_times(page, timings)
+    text = page.read_text()
+    assert "old" not in text and text.endswith("\n\nafter\n")
+    assert "| {doc}`01_toy` | 1 | 1 | 0 | 0 | 12 | 2026-01-02 |" in text
+    assert "| {doc}`02_later` | not written yet |" in text
+    page.write_text("# no markers\n")
+    with pytest.raises(ValueError, match=r"has no <!-- measured-times:start --> \.\.\. <!-- measured-times:end --> markers"):
+        student.write_times(page, timings)
+
+
+def test_the_instructors_page_has_the_times_markers():
+    text = student.INSTRUCTORS.read_text()
+    assert student._TIMES_START in text and student._TIMES_END in text
