@@ -1,0 +1,159 @@
+"""Tests for companion.model: the GPT's loss at initialization, causality, the KV cache, bad input."""
+import math
+
+import pytest
+import torch
+
+from companion.model import GPT, GPTCache, GPTConfig
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # tiny models: one thread is faster, and far faster on a busy machine (no idle spinning)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+TINY = GPTConfig(vocab_size=11, context_length=16, d_model=32, n_layers=2, n_heads=4)
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    return GPT(TINY).eval()
+
+
+def test_shapes_and_loss_matches_cross_entropy(model):
+    idx = torch.randint(11, (3, 9))
+    targets = torch.randint(11, (3, 9))
+    logits, loss = model(idx, targets)
+    assert logits.shape == (3, 9, 11)
+    # the loss is the mean of -log softmax(logits)[target], computed here by hand
+    logp = logits.log_softmax(-1)
+    by_hand = -logp.gather(-1, targets[..., None]).mean()
+    torch.testing.assert_close(loss, by_hand)
+    assert model(idx)[1] is None
+    assert model(idx)[0].shape == (3, 9, 11)  # every position, with or without targets
+
+
+def test_loss_at_initialization_is_close_to_log_vocab():
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=69, context_length=32, d_model=64, n_layers=3, n_heads=4)
+    model = GPT(config)
+    idx, targets = torch.randint(69, (8, 32)), torch.randint(69, (8, 32))
+    _, loss = model(idx, targets)
+    assert abs(loss.item() - math.log(69)) < 0.05  # small logits: an almost uniform prediction
+
+
+def test_gpt2_initialization_and_tied_head(model):
+    assert model.head.weight is model.tok_emb.weight
+    n = sum(p.numel() for p in model.parameters())
+    assert model.num_parameters() == n
+    # residual projections are scaled by 1/sqrt(2 * n_layers)
+    big = torch.manual_seed(1) and GPT(GPTConfig(vocab_size=11, context_length=16, d_model=256, n_layers=8, n_heads=4))
+    std_q = big.blocks[0].attn.q_proj.weight.std().item()
+    std_out = big.blocks[0].attn.out_proj.weight.std().item()
+    std_ff2 = big.blocks[0].ff.linear2.weight.std().item()
+    assert abs(std_q - 0.02) < 0.001
+    assert abs(std_out - 0.02 / 4) < 0.0005 and abs(std_ff2 - 0.02 / 4) < 0.0005
+    assert torch.all(big.blocks[0].attn.q_proj.bias == 0)
+    assert torch.all(big.blocks[0].norm1.weight == 1)
+
+
+def test_causality_of_the_whole_model(model):
+    idx = torch.randint(11, (2, 12))
+    logits, _ = model(idx)
+    for t in range(12):
+        changed = idx.clone()
+        changed[:, t:] = (changed[:, t:] + 1 + torch.randint(10, changed[:, t:].shape)) % 11
+        logits2, _ = model(changed)
+        torch.testing.assert_close(logits2[:, :t], logits[:, :t])  # earlier positions never see later tokens
+        if t < 12:
+            assert not torch.allclose(logits2[:, t], logits[:, t])
+
+
+def test_cached_incremental_logits_equal_full_recomputation(model):
+    idx = torch.randint(11, (3, 16))
+    full, _ = model(idx)
+    cache = model.new_cache()
+    assert isinstance(cache, GPTCache) and len(cache) == 0
+    pieces = []
+    for a, b in [(0, 5), (5, 6), (6, 7), (7, 16)]:
+        logits, _ = model(idx[:, a:b], cache=cache)
+        pieces.append(logits)
+        assert len(cache) == b
+    torch.testing.assert_close(torch.cat(pieces, 1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_cache_reorder_keeps_and_duplicates_rows(model):
+    idx = torch.randint(11, (3, 8))
+    cache = model.new_cache()
+    model(idx[:, :6], cache=cache)
+    order = torch.tensor([2, 2, 0])
+    cache.reorder(order)
+    step, _ = model(idx[order, 6:7], cache=cache)
+    full, _ = model(idx[order, :7])
+    torch.testing.assert_close(step[:, 0], full[:, 6], rtol=1e-5, atol=1e-5)
+
+
+def test_attention_weights_are_causal_distributions(model):
+    w = model.attention_weights(torch.randint(11, (2, 7)))
+    assert w.shape == (2, 2, 4, 7, 7)
+    torch.testing.assert_close(w.sum(-1), torch.ones(2, 2, 4, 7))
+    assert torch.all(w.triu(1) == 0)
+
+
+def test_overfits_one_batch():
+    torch.manual_seed(0)
+    model = GPT(TINY)
+    idx = torch.randint(11, (4, 16))
+    x, y = idx[:, :-1], idx[:, 1:]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(100):
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05
+
+
+def test_bad_input_raises_clear_errors(model):
+    with pytest.raises(ValueError, match=r"token ids in \[0, 11\) \(got values from 0 to 11\)"):
+        model(torch.tensor([[0, 11]]))
+    with pytest.raises(ValueError, match=r"token ids in \[0, 11\) \(got values from -1"):
+        model(torch.tensor([[-1, 2]]))
+    with pytest.raises(ValueError, match="longer than the model's context: 0 cached \\+ 17 new positions > context_length=16"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+    with pytest.raises(TypeError, match="`idx` must hold integer token ids .* got dtype torch.float32"):
+        model(torch.zeros(1, 4))
+    with pytest.raises(TypeError, match="`idx` must be a torch.Tensor"):
+        model([[1, 2]])
+    with pytest.raises(ValueError, match=r"`idx` must have shape \(B, T\) \(got shape \(4,\)\)"):
+        model(torch.zeros(4, dtype=torch.long))
+    with pytest.raises(ValueError, match="`targets` must be integer ids of the same shape"):
+        model(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long))
+    cache = model.new_cache()
+    model(torch.zeros(1, 10, dtype=torch.long), cache=cache)
+    with pytest.raises(ValueError, match="10 cached \\+ 7 new positions > context_length=16"):
+        model(torch.zeros(1, 7, dtype=torch.long), cache=cache)
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match=r"`d_model` must be divisible by `n_heads` \(got d_model=10, n_heads=3\)"):
+        GPTConfig(d_model=10, n_heads=3)
+    with pytest.raises(ValueError, match="`n_layers` must be a positive integer"):
+        GPTConfig(n_layers=0)
+    with pytest.raises(ValueError, match=r"`dropout` must be in \[0, 1\)"):
+        GPTConfig(dropout=1.0)
+    with pytest.raises(TypeError, match="`config` must be a GPTConfig"):
+        GPT({"d_model": 8})
+
+
+def test_generate_is_seeded_and_extends(model):
+    start = torch.zeros(2, 3, dtype=torch.long)
+    a = model.generate(start, 20, generator=torch.Generator().manual_seed(0))
+    b = model.generate(start, 20, generator=torch.Generator().manual_seed(0))
+    assert a.shape == (2, 23) and torch.equal(a, b) and torch.equal(a[:, :3], start)
+    with pytest.raises(ValueError, match="`temperature` must be > 0"):
+        model.generate(start, 1, temperature=0)
