@@ -88,6 +88,33 @@ class FeedForward(nn.Module):
         return self.linear2(self.dropout(h))  # (B, T, d_ff) @ (d_ff, d_model) -> (B, T, d_model)
 
 
+def _copy_linear_and_norms(ours: nn.Module, theirs: nn.Module, norms: list[str]) -> None:
+    """Copy torch's ``linear1``/``linear2`` and norms into ``ours.ff`` and ``ours.<norm>``."""
+    with torch.no_grad():
+        for name in ("linear1", "linear2"):
+            mine, other = getattr(ours.ff, name), getattr(theirs, name)
+            mine.weight.copy_(other.weight)
+            if mine.bias is not None:
+                mine.bias.copy_(other.bias)
+        for name in norms:
+            mine, other = getattr(ours, name), getattr(theirs, name)
+            mine.weight.copy_(other.weight)
+            if mine.bias is not None:
+                mine.bias.copy_(other.bias)
+
+
+def _check_torch_layer(block: nn.Module, layer: nn.Module, cls: type) -> None:
+    if not isinstance(layer, cls):
+        raise TypeError(f"`layer` must be a torch.nn.{cls.__name__} (got {type(layer).__name__})")
+    d_model, d_ff = layer.linear1.in_features, layer.linear1.out_features
+    same = (d_model, layer.self_attn.num_heads, d_ff, layer.norm_first) == (block.d_model, block.n_heads, block.d_ff, block.norm_first)
+    if not same:
+        raise ValueError(
+            f"`layer` must have d_model={block.d_model}, nhead={block.n_heads}, dim_feedforward={block.d_ff}, "
+            f"norm_first={block.norm_first} (got {d_model}, {layer.self_attn.num_heads}, {d_ff}, {layer.norm_first})"
+        )
+
+
 class TransformerBlock(nn.Module):
     """One transformer layer: self-attention and a feed-forward network, each with a residual and a LayerNorm.
 
@@ -169,11 +196,19 @@ class EncoderBlock(TransformerBlock):
     """An encoder layer: :class:`TransformerBlock` with unmasked self-attention by default.
 
     Equal to ``torch.nn.TransformerEncoderLayer(d_model, n_heads, d_ff, batch_first=True,
-    norm_first=...)`` once the same weights are copied in.
+    norm_first=...)`` once the same weights are copied in (:meth:`copy_from_torch`).
 
     Shapes:
         x: ``(B, T, d_model)`` -> ``(B, T, d_model)``; ``key_mask`` ``(B, T)`` bool, True = a real token.
     """
+
+    @torch.no_grad()
+    def copy_from_torch(self, layer: nn.TransformerEncoderLayer) -> "EncoderBlock":
+        """Copy the weights of a ``torch.nn.TransformerEncoderLayer`` of the same shape. Returns ``self``."""
+        _check_torch_layer(self, layer, nn.TransformerEncoderLayer)
+        self.attn.copy_from_torch(layer.self_attn)
+        _copy_linear_and_norms(self, layer, ["norm1", "norm2"])
+        return self
 
 
 class DecoderBlock(nn.Module):
@@ -216,6 +251,15 @@ class DecoderBlock(nn.Module):
         self.norm3 = LayerNorm(d_model, eps=eps, bias=bias)
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
         self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
+
+    @torch.no_grad()
+    def copy_from_torch(self, layer: nn.TransformerDecoderLayer) -> "DecoderBlock":
+        """Copy the weights of a ``torch.nn.TransformerDecoderLayer`` of the same shape. Returns ``self``."""
+        _check_torch_layer(self, layer, nn.TransformerDecoderLayer)
+        self.attn.copy_from_torch(layer.self_attn)
+        self.cross_attn.copy_from_torch(layer.multihead_attn)
+        _copy_linear_and_norms(self, layer, ["norm1", "norm2", "norm3"])
+        return self
 
     def forward(
         self,

@@ -118,6 +118,26 @@ def test_decoder_block_equals_torch(B, T, S, n_heads, norm_first, memory_padded,
     torch.testing.assert_close(y, y_ref, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_copy_from_torch(norm_first):
+    enc = nn.TransformerEncoderLayer(8, 2, 12, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    dec = nn.TransformerDecoderLayer(8, 2, 12, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    with torch.no_grad():
+        for p in [*enc.parameters(), *dec.parameters()]:
+            p.add_(torch.randn(p.shape) * 0.1)  # move the norms off (1, 0)
+    x, memory = torch.randn(2, 5, 8), torch.randn(2, 3, 8)
+    ours_enc = EncoderBlock(8, 2, 12, norm_first=norm_first).eval().copy_from_torch(enc)
+    ours_dec = DecoderBlock(8, 2, 12, norm_first=norm_first).eval().copy_from_torch(dec)
+    with torch.no_grad():
+        torch.testing.assert_close(ours_enc(x), enc(x), rtol=1e-4, atol=1e-5)
+        causal = nn.Transformer.generate_square_subsequent_mask(5)
+        torch.testing.assert_close(ours_dec(x, memory), dec(x, memory, tgt_mask=causal), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"`layer` must have d_model=8, nhead=2, dim_feedforward=32"):
+        EncoderBlock(8, 2).copy_from_torch(enc)
+    with pytest.raises(TypeError, match=r"`layer` must be a torch.nn.TransformerDecoderLayer \(got TransformerEncoderLayer\)"):
+        DecoderBlock(8, 2, 12, norm_first=norm_first).copy_from_torch(enc)
+
+
 def test_decoder_is_causal():
     """Changing a later target token leaves earlier outputs unchanged; changing memory changes all."""
     block = DecoderBlock(8, 2).eval()
