@@ -250,9 +250,26 @@ def test_book_builds_without_warnings(build):
         pytest.fail("jupyter-book build -W -n failed:\n" + "\n".join(warnings[:40] or log.splitlines()[-40:]), pytrace=False)
 
 
-def test_every_page_was_opened(build, site):
-    chapters = [p for p in site if p.startswith("book/")]
-    assert len(chapters) >= 3, f"expected the chapter pages under book/, found {sorted(site)}"
+def _toc_files(node) -> list[str]:
+    """Every `file:` (and the root) named in _toc.yml, in order."""
+    found = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("root", "file") and isinstance(value, str):
+                found.append(value)
+            else:
+                found += _toc_files(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += _toc_files(item)
+    return found
+
+
+def test_every_page_of_the_toc_was_opened(build, site):
+    toc = _toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+    assert toc, "no files found in _toc.yml"
+    missing = [f for f in toc if f"{Path(f).with_suffix('')}.html" not in site]
+    assert not missing, f"pages of _toc.yml that were not built or not opened: {missing}"
     for page in site.values():
         if page.redirect is not None:
             assert (build.html / Path(page.path).parent / page.redirect).is_file(), f"{page.path} redirects to a missing {page.redirect}"
