@@ -554,7 +554,7 @@ def plot_beam_tree(trace: Sequence[BeamStep], decode: Callable[[int], str] = str
             order = scores.argsort(descending=True).tolist()
             pruned = [t for t in order if (p, t) not in kept_set and scores[t] > float("-inf")][:show_pruned]
             nodes += [(beam, t, float(scores[t]), "pruned") for t in pruned]
-        nodes.sort(key=lambda n: (positions.get(n[0], (0, 0))[1], -n[2]))
+        nodes.sort(key=lambda n: (-positions.get(n[0], (0, 0))[1], -n[2]))  # children below their parent's rank
         n = len(nodes)
         for i, (prefix, t, s, status) in enumerate(nodes):
             y = (n - 1) / 2 - i
