@@ -18,6 +18,15 @@ from companion.decoding import TableLM, beam_search, greedy, next_token_probs, s
 S, YES, OK, END = 0, 1, 2, 3
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """The models here are tiny: one thread is faster, and it does not fight other jobs for the cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 # ---------------------------------------------------------------- helpers and reference models
 class RandomLM:
     """A causal model with explicit random next-token probabilities for every prefix (a hash of it)."""
