@@ -340,3 +340,24 @@ def test_copy_from_torch_errors():
         mha.copy_from_torch(nn.MultiheadAttention(16, 2))
     with pytest.raises(ValueError, match=r"must use biases exactly when this module does"):
         mha.copy_from_torch(nn.MultiheadAttention(16, 4, bias=False))
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    cuts=st.lists(st.integers(1, 4), min_size=1, max_size=5),
+    B=st.integers(1, 3),
+    n_heads=st.sampled_from([1, 2, 4]),
+    seed=st.integers(0, 1000),
+)
+def test_kv_cache_any_chunking_equals_full_causal(cuts, B, n_heads, seed):
+    _, ours = pair(8, n_heads, dtype=torch.float64, seed=seed)
+    T = sum(cuts)
+    x = rand(B, T, 8, dtype=torch.float64, seed=seed)
+    full, w_full = ours(x, is_causal=True, need_weights=True)
+    cache, start = KVCache(), 0
+    for n in cuts:
+        out, w = ours(x[:, start : start + n], is_causal=True, kv_cache=cache, need_weights=True)
+        torch.testing.assert_close(out, full[:, start : start + n])
+        torch.testing.assert_close(w, w_full[:, start : start + n, : start + n])
+        start += n
+    assert len(cache) == T
