@@ -311,6 +311,9 @@ def block_parameters(d_model: int, d_ff: int | None = None, *, bias: bool = True
     Attention: four ``d x d`` projections (``4 d^2``, plus ``4 d`` biases), whatever the number of
     heads. Feed-forward: ``2 d d_ff`` (plus ``d_ff + d`` biases). Each LayerNorm: ``2 d`` (``d``
     without bias). With ``d_ff = 4 d`` and biases: ``12 d^2 + 13 d``.
+
+    Shapes:
+        integers in, an integer out (nothing is built).
     """
     d_ff = _resolve_d_ff(d_model, d_ff)
     b = 1 if bias else 0
@@ -359,6 +362,9 @@ def parameter_breakdown(
 
     Returns:
         a dict with keys ``embeddings``, ``blocks``, ``norms``, ``head``, ``pooler``, ``total``.
+
+    Shapes:
+        integers in, a dict of integers out (nothing is built).
     """
     for name, value in [("d_model", d_model), ("n_layers", n_layers)]:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -57,6 +57,7 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_width(x, self.d_model, "LayerNorm")
+        *_, C = x.shape  # (..., d_model): any leading shape, each position normalized on its own
         centred = x - x.mean(dim=-1, keepdim=True)  # (..., d_model): subtract one mean per token
         # A second, cheap pass removes the rounding left in the mean when the mean is large and the
         # spread tiny (float32 rows such as 1000 + 0.01 * noise); mathematically it subtracts zero.
@@ -89,6 +90,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_width(x, self.d_model, "RMSNorm")
+        *_, C = x.shape  # (..., d_model)
         ms = x.pow(2).mean(dim=-1, keepdim=True)  # (..., 1): mean square per token
         return x * torch.rsqrt(ms + self.eps) * self.weight  # (..., d_model)
 
