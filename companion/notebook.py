@@ -29,9 +29,12 @@ def setup(seed: int = 0, threads: int = THREADS, precision: int = 4) -> None:
     torch.set_num_threads(threads)
     torch.set_printoptions(precision=precision, sci_mode=False)
     np.set_printoptions(precision=precision, suppress=True)
-    os.environ.setdefault("MPLBACKEND", "Agg")
     import matplotlib
 
+    try:  # in a notebook: figures are stored in the notebook (MPLBACKEND=Agg would show nothing)
+        get_ipython().run_line_magic("matplotlib", "inline")  # type: ignore[name-defined]  # noqa: F821
+    except NameError:  # plain Python: draw off-screen
+        os.environ.setdefault("MPLBACKEND", "Agg")
     matplotlib.rcdefaults()
     matplotlib.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "figure.figsize": (6.4, 4.0)})
     # Warnings print the kernel's temporary file names, which differ from run to run.
