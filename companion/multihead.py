@@ -38,8 +38,9 @@ class MultiHeadAttention(nn.Module):
         bool (True = may attend) or float (added to the scores).
         key_mask: bool ``(B, S)``, True = a real token that may be attended (the *opposite* of
         ``torch.nn.MultiheadAttention``'s ``key_padding_mask``).
-        returns: out ``(B, T, d_model)``; weights ``(B, T, S)`` (averaged over heads) or
-        ``(B, h, T, S)`` when ``need_weights=True``, else None.
+        returns: out ``(B, T, d_model)``; weights None unless ``need_weights=True``, then
+        ``(B, T, S)`` averaged over the heads, or ``(B, h, T, S)`` per head with
+        ``average_weights=False``.
 
     With ``kv_cache`` (self-attention only) the new keys and values are appended to the cache
     and ``S`` is the total number of cached positions (masks must cover all ``S``); with
@@ -109,7 +110,7 @@ class MultiHeadAttention(nn.Module):
         return x
 
     def _combine_masks(
-        self, attn_mask: Tensor | None, key_mask: Tensor | None, is_causal: bool, B: int, T: int, S: int, device: torch.device
+        self, attn_mask: Tensor | None, key_mask: Tensor | None, is_causal: bool, T: int, S: int, device: torch.device
     ) -> Tensor | None:
         """One mask broadcastable to (B, h, T, S): bool (True = may attend) or float (added)."""
         mask: Tensor | None = None
@@ -152,14 +153,9 @@ class MultiHeadAttention(nn.Module):
         if key.shape[1] != value.shape[1]:
             raise ValueError(f"`key` and `value` must have the same length S (got {key.shape[1]} and {value.shape[1]})")
         h, d_head = self.n_heads, self.d_head
-
-        # (B, T, d_model) -> (B, T, h, d_head) -> (B, h, T, d_head): heads folded into the batch
-        q = self.q_proj(query).view(B, T, h, d_head).transpose(1, 2)
-        k = self.k_proj(key).view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S, d_head)
-        v = self.v_proj(value).view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S, d_head)
-        if kv_cache is not None:
-            k, v = kv_cache.append(k, v)  # (B, h, S_past + T, d_head)
-        S = k.shape[2]
+        # the number of keys after this call; known before the cache is touched, so that a bad
+        # mask raises without leaving the new keys behind in the cache
+        S = key.shape[1] + (len(kv_cache) if kv_cache is not None else 0)
 
         if key_mask is not None:
             if not isinstance(key_mask, Tensor) or key_mask.dtype != torch.bool:
@@ -178,13 +174,21 @@ class MultiHeadAttention(nn.Module):
         if is_causal and S < T:
             raise ValueError(f"`is_causal` needs at least as many keys as queries (got T={T}, S={S})")
 
+        # (B, T, d_model) -> (B, T, h, d_head) -> (B, h, T, d_head): heads folded into the batch
+        q = self.q_proj(query).view(B, T, h, d_head).transpose(1, 2)
+        k = self.k_proj(key).view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S_new, d_head)
+        v = self.v_proj(value).view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S_new, d_head)
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)  # (B, h, S_past + T, d_head)
+        assert k.shape[2] == S
+
         p = self.dropout if self.training else 0.0
         weights = None
         if not need_weights and is_causal and T == S and attn_mask is None and key_mask is None:
             # fast path: torch's causal kernel (top-left aligned, equal to ours when T == S)
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, h, T, d_head)
         else:
-            mask = self._combine_masks(attn_mask, key_mask, is_causal, B, T, S, query.device)
+            mask = self._combine_masks(attn_mask, key_mask, is_causal, T, S, query.device)
             if mask is not None and mask.dtype != torch.bool:
                 mask = mask.to(q.dtype)
             if not need_weights and (mask is None or self._every_query_has_a_key(mask)):

@@ -128,10 +128,11 @@ def test_gradients_match_torch():
     g = rand(2, 5, 16, dtype=torch.float64, seed=1)
     (ours(x, is_causal=True)[0] * g).sum().backward()
     (ref(x, x, x, attn_mask=~causal_mask(5), need_weights=False)[0] * g).sum().backward()
-    w_q, _, w_v = ref.in_proj_weight.grad.chunk(3)
-    torch.testing.assert_close(ours.q_proj.weight.grad, w_q)
-    torch.testing.assert_close(ours.v_proj.weight.grad, w_v)
+    for proj, w, b in zip((ours.q_proj, ours.k_proj, ours.v_proj), ref.in_proj_weight.grad.chunk(3), ref.in_proj_bias.grad.chunk(3)):
+        torch.testing.assert_close(proj.weight.grad, w)
+        torch.testing.assert_close(proj.bias.grad, b)
     torch.testing.assert_close(ours.out_proj.weight.grad, ref.out_proj.weight.grad)
+    torch.testing.assert_close(ours.out_proj.bias.grad, ref.out_proj.bias.grad)
 
 
 def test_fast_and_explicit_paths_agree():
@@ -281,6 +282,16 @@ def test_kv_cache_with_weights_and_key_mask_and_reorder():
     last, w_last = ours(x[[2, 0], 4:], is_causal=True, kv_cache=cache, key_mask=km[:2], need_weights=True)
     torch.testing.assert_close(last[:, 0], full[[2, 0], 4])
     torch.testing.assert_close(w_last[:, 0], w_full[[2, 0], 4])
+
+
+def test_kv_cache_untouched_when_a_call_fails():
+    mha = MultiHeadAttention(16, 4)
+    cache = KVCache()
+    mha(rand(2, 3, 16), is_causal=True, kv_cache=cache)
+    k_before = cache.k.clone()
+    with pytest.raises(ValueError, match=r"`key_mask` must have shape \(B, S\) = \(2, 5\) \(got shape=\(2, 2\)\)"):
+        mha(rand(2, 2, 16), kv_cache=cache, key_mask=torch.ones(2, 2, dtype=torch.bool))  # S counts the cache
+    assert len(cache) == 3 and torch.equal(cache.k, k_before)
 
 
 # ---------------------------------------------------------------- bad input
