@@ -24,6 +24,8 @@ def test_stable_softmax():
     global_max = lambda x: torch.exp(x - x.max()) / torch.exp(x - x.max()).sum(-1, keepdim=True)
     assert "own maximum" in check.stable_softmax(global_max).message
     assert "return a tensor" in check.stable_softmax(lambda x: x.tolist()).message
+    no_keepdim = lambda x: torch.exp(x - x.amax(-1)) / torch.exp(x - x.amax(-1)).sum(-1)
+    assert "keepdim=True" in check.stable_softmax(no_keepdim).message
 
 
 def test_attention():
@@ -38,6 +40,12 @@ def test_attention():
     assert "multiply them by V" in check.attention(weights_only).message
     times = lambda Q, K, V: torch.softmax(Q @ K.T * math.sqrt(Q.shape[-1]), -1) @ V
     assert "multiplied by sqrt" in check.attention(times).message
+    by_d_v = lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(V.shape[-1]), -1) @ V
+    assert "sqrt(d_v)" in check.attention(by_d_v).message
+    by_length = lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(K.shape[0]), -1) @ V
+    assert "sequence length" in check.attention(by_length).message
+    by_queries = lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[0]), -1) @ V
+    assert "sequence length" in check.attention(by_queries).message
     crash = check.attention(lambda Q, K, V: Q @ K @ V)
     assert crash.status == "hint" and "RuntimeError" in crash.message
 

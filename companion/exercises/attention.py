@@ -19,7 +19,14 @@ def stable_softmax(my_softmax) -> None:
     """``my_softmax(x)``: softmax over the last axis of a 2-D tensor, safe for large scores."""
     x = torch.tensor([[1.0, 2.0, 3.0], [0.5, 0.5, -1.0], [2.0, -3.0, 0.0], [1.0, 1.0, 1.0]])
     expected = torch.softmax(x, dim=-1)
-    got = my_softmax(x.clone())
+    try:
+        got = my_softmax(x.clone())
+    except RuntimeError as exc:  # NotImplementedError is a RuntimeError too: re-raised below
+        if "must match the size" in str(exc):
+            hint("the shapes do not broadcast: a reduction over the last axis needs keepdim=True "
+                 "(x.amax(dim=-1, keepdim=True), e.sum(dim=-1, keepdim=True)), so that the (n, 1) "
+                 "result lines up with the rows of the (n, m) input.")
+        raise
     if not isinstance(got, torch.Tensor):
         hint(f"return a tensor, got {type(got).__name__}.")
     if got.shape != x.shape:
@@ -73,6 +80,13 @@ def attention(my_attention) -> None:
         hint("you divided by d_k; the scale is its square root, sqrt(d_k) (chapter 1 measured why).")
     if close(got, torch.softmax(scores * math.sqrt(d_k), -1) @ V):
         hint("you multiplied by sqrt(d_k); divide by it.")
+    n, m, d_v = Q.shape[0], K.shape[0], V.shape[-1]
+    if close(got, torch.softmax(scores / math.sqrt(d_v), -1) @ V):
+        hint("you divided by sqrt(d_v), the width of the values; the scale is sqrt(d_k), the width of the "
+             "queries and keys (Q.shape[-1]).")
+    if close(got, torch.softmax(scores / math.sqrt(m), -1) @ V) or close(got, torch.softmax(scores / math.sqrt(n), -1) @ V):
+        hint("you divided by the square root of a sequence length (the number of rows); the scale is "
+             "sqrt(d_k), the width of each query and key (Q.shape[-1]).")
     if close(got, torch.softmax(scores / math.sqrt(d_k), 0) @ V):
         hint("softmax over the wrong axis: each query row must sum to 1 over the keys (dim=-1), not each column.")
     if close(got, torch.softmax(scores / math.sqrt(d_k), -1) @ K[:, :3]) or close(got, torch.softmax(scores / math.sqrt(d_k), -1) @ Q[:, :3]):
