@@ -56,3 +56,6 @@ def test_multi_head():
     assert "one full-width head" in check.multi_head(make(heads=False)).message
     assert "forgot the scale" in check.multi_head(make(scale="none")).message
     assert "transpose (B, h, T, d_head) back" in check.multi_head(make(transpose_back=False)).message
+    right = make()
+    transposed = lambda x, W_q, W_k, W_v, W_o, h: right(x, W_q.T, W_k.T, W_v.T, W_o.T, h)
+    assert "transposed matrices" in check.multi_head(transposed).message

@@ -105,6 +105,9 @@ def multi_head(my_multi_head) -> None:
     for kwargs, message in mistakes:
         if close(got, _reference(*args, **kwargs), rtol=1e-4, atol=1e-5):
             hint(message)
+    if close(got, _reference(x, W_q.T, W_k.T, W_v.T, W_o.T, h), rtol=1e-4, atol=1e-5):
+        hint("you multiplied by the transposed matrices: in the row convention q = x @ W_Q (shape (d, d)); "
+             "x @ W.T is what nn.Linear does with its stored (out, in) weight.")
     q = (x @ W_q).view(B, T, h, d // h).transpose(1, 2)
     k = (x @ W_k).view(B, T, h, d // h).transpose(1, 2)
     v = (x @ W_v).view(B, T, h, d // h).transpose(1, 2)
