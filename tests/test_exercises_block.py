@@ -74,6 +74,7 @@ def count(d, h, d_ff):
         (lambda d, h, d_ff: 4 * d * d + 2 * d * d_ff, "both the biases and the LayerNorm"),
         (lambda d, h, d_ff: count(d, h, d_ff) - d * d - d, "output projection W_O"),
         (lambda d, h, d_ff: count(d, h, d_ff) + (h - 1) * (4 * d * d + 4 * d), "the heads share the projections"),
+        (lambda d, h, d_ff: count(d, h, d_ff) - 3 * d * d + 3 * d * (d // h), "each head's W_Q is d_model x d_head"),
         (lambda d, h, d_ff: 12 * d * d, "both the biases and the LayerNorm"),  # 12 d^2 with d_ff = 4 d
         (lambda d, h, d_ff: 7, "the count is not"),
         (lambda d, h, d_ff: "many", "whole number"),

@@ -26,6 +26,7 @@ def test_layer_norm_right_and_torch_pass():
         (lambda x, w, b, eps: (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + eps) * w + b, "batch normalization"),
         (lambda x, w, b, eps: (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True, unbiased=False) + eps) * w + b, "inside the square root"),
         (lambda x, w, b, eps: (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps) * w + b, "biased variance"),
+        (lambda x, w, b, eps: (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * w + b, "whole tensor"),
         (lambda x, w, b, eps: right_ln(x, 1.0, 0.0, eps), "scale `weight` and shift `bias` are missing"),
         (lambda x, w, b, eps: right_ln(x, w, 0.0, eps), "shift `bias` is missing"),
         (lambda x, w, b, eps: right_ln(x, 1.0, 0.0, eps) * 2, "differ from"),

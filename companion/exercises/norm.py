@@ -1,8 +1,9 @@
 """Checkers for chapter 4, *Layer normalization*.
 
 Each checker calls the student's function on a few inputs and compares with the right answer and
-with the answers of the classic mistakes (normalizing over the batch axis, ``eps`` outside the
-square root, the unbiased variance, forgetting the scale and shift), naming the one it recognizes.
+with the answers of the classic mistakes (normalizing over the batch axis or over the whole tensor,
+``eps`` outside the square root, the unbiased variance, forgetting the scale and shift), naming the
+one it recognizes.
 """
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ def layer_norm(my_layer_norm) -> None:
         if close(out, _normalize(x, 0, eps) * w + b):
             hint("you normalized each feature over the rows (the batch): that is batch normalization. "
                  "LayerNorm takes the mean and variance of each row, over its features (dim=-1).")
+        if close(out, (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * w + b):
+            hint("you took one mean and one variance over the whole tensor; LayerNorm takes them for each "
+                 "row separately: x.mean(dim=-1, keepdim=True).")
         if close(out, _normalize(x, -1, eps, eps_outside=True) * w + b):
             hint("`eps` goes inside the square root: divide by sqrt(var + eps), not sqrt(var) + eps.")
         if close(out, _normalize(x, -1, eps, unbiased=True) * w + b):

@@ -1,7 +1,8 @@
 """Checkers for chapter 5, *Positional encoding*.
 
-They recognize the classic slips in the sinusoidal table (sine and cosine swapped, the exponent
-``j/D`` or ``k/D`` instead of ``2j/D``, positions counted from 1), the transposed rotation of the
+They recognize the classic slips in the sinusoidal table (sine and cosine swapped, sines and
+cosines in two halves instead of interleaved, the exponent ``j/D`` or ``k/D`` instead of ``2j/D``,
+multiplying by ``c**(2j/D)`` instead of dividing, positions counted from 1), the transposed rotation of the
 shift property, and the cross terms of the ``q_i . k_j`` expansion put in the wrong order.
 """
 from __future__ import annotations
@@ -15,17 +16,26 @@ from ._core import checker, close, hint, passed
 __all__ = ["sinusoidal", "shift_block", "score_terms"]
 
 
-def _table(T: int, D: int, *, exponent: str = "2j", swap: bool = False, start: int = 0, c: float = 10000.0):
+def _table(
+    T: int, D: int, *, exponent: str = "2j", swap: bool = False, start: int = 0, c: float = 10000.0,
+    multiply: bool = False,
+):
     """The table and its classic variants, built independently of the companion."""
     P = torch.zeros(T, D, dtype=torch.float64)
     for i in range(T):
         for col in range(D):
             j = col // 2
             power = {"2j": 2 * j / D, "j": j / D, "col": col / D}[exponent]
-            angle = (i + start) / c**power
+            angle = (i + start) * c**power if multiply else (i + start) / c**power
             use_sin = (col % 2 == 0) != swap
             P[i, col] = math.sin(angle) if use_sin else math.cos(angle)
     return P
+
+
+def _halves(T: int, D: int) -> torch.Tensor:
+    """The layout of some libraries: all sines in the first half of the columns, all cosines in the second."""
+    P = _table(T, D)
+    return torch.cat([P[:, 0::2], P[:, 1::2]], dim=1)
 
 
 @checker("Exercise 5.1")
@@ -48,6 +58,13 @@ def sinusoidal(my_sinusoidal) -> None:
     if close(out, _table(T, D, exponent="col"), atol=1e-5):
         hint("both columns of a pair share one frequency: the exponent uses 2j with j = column // 2 "
              "(0, 0, 2, 2, 4, 4, ... over D), not the column index itself.")
+    if close(out, _halves(T, D), atol=1e-5):
+        hint("the sines and cosines must be interleaved: column 2j holds a sine and column 2j + 1 the cosine "
+             "of the same frequency. You put all the sines in the first half and all the cosines in the "
+             "second (P[:, 0::2] = sin, P[:, 1::2] = cos).")
+    if close(out, _table(T, D, multiply=True), atol=1e-5):
+        hint("divide the position by c**(2j/D) (or multiply by c**(-2j/D)): the frequencies must fall from 1 "
+             "towards 1/c, not grow.")
     if close(out, _table(T, D, start=1), atol=1e-5):
         hint("positions start at 0: the first row is sin(0) = 0 and cos(0) = 1.")
     if close(out, _table(T, D, c=1000.0), atol=1e-5) or close(out, _table(T, D, c=100.0), atol=1e-5):
