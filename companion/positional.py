@@ -118,7 +118,9 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
         B, T, C = _check_sequence(x, self.d_model, "SinusoidalPositionalEncoding")
-        if offset < 0 or offset + T > self.context_length:
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ValueError(f"`offset` must be a non-negative integer, the position of x's first token (got offset={offset!r})")
+        if offset + T > self.context_length:
             raise ValueError(
                 f"positions {offset}..{offset + T - 1} do not fit the table of context_length={self.context_length}; "
                 "build the encoding with a larger context_length"
@@ -149,7 +151,9 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
         B, T, C = _check_sequence(x, self.d_model, "LearnedPositionalEmbedding")
-        if offset < 0 or offset + T > self.context_length:
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ValueError(f"`offset` must be a non-negative integer, the position of x's first token (got offset={offset!r})")
+        if offset + T > self.context_length:
             raise ValueError(
                 f"a sequence at positions {offset}..{offset + T - 1} is longer than the learned table "
                 f"(context_length={self.context_length}); crop the input to the last {self.context_length} tokens"

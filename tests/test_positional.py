@@ -135,6 +135,9 @@ def test_bad_input_raises():
         emb(torch.zeros(1, 4, 4), offset=5)
     with pytest.raises(ValueError, match=r"expects x of shape \(B, T, d_model=4\) \(got \(1, 3, 5\)\)"):
         emb(torch.zeros(1, 3, 5))
+    for module in (emb, SinusoidalPositionalEncoding(4, 8)):
+        with pytest.raises(ValueError, match=r"`offset` must be a non-negative integer, .* \(got offset=-1\)"):
+            module(torch.zeros(1, 2, 4), offset=-1)
     with pytest.raises(ValueError, match=r"do not fit the table of context_length=4"):
         SinusoidalPositionalEncoding(4, 4)(torch.zeros(1, 5, 4))
     with pytest.raises(ValueError, match=r"`d_model` must be even \(got d_model=3\)"):
