@@ -158,14 +158,15 @@ def chapter_facts(path: Path) -> dict:
 def times_table(timings: dict, book: Path = BOOK) -> str:
     """The Markdown table of per-chapter times written into the instructors' page."""
     rows = [
-        "| chapter | words | reading (min) | exercises | exercises (min) | run time, measured (s) | measured on |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| chapter | words | reading (min) | exercises | exercises (min) | run time, measured (s) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     notebooks = {p.stem: p for p in chapters(book)}
+    dates: set[str] = set()
     pending = sorted(p.stem for p in book.glob("[0-9]*.md") if p.stem not in notebooks)
     for stem in sorted([*notebooks, *pending]):
         if stem not in notebooks:
-            rows.append(f"| {{doc}}`{stem}` | not written yet | | | | | |")
+            rows.append(f"| {{doc}}`{stem}` | not written yet | | | | |")
             continue
         path = notebooks[stem]
         facts = chapter_facts(path)
@@ -173,11 +174,14 @@ def times_table(timings: dict, book: Path = BOOK) -> str:
         reading = max(1, round((facts["words"] + 3 * facts["code_lines"]) / WORDS_PER_MINUTE))
         entry = timings.get(f"book/{path.name}")
         seconds = f"{entry['seconds']:.0f}" if entry else "not measured yet"
-        when = entry["measured"][:10] if entry else ""
+        if entry:
+            dates.add(entry["measured"][:10])
         rows.append(
             f"| {{doc}}`{path.stem}` | {facts['words']} | {reading} | {facts['exercises']} "
-            f"| {facts['exercises'] * MINUTES_PER_EXERCISE} | {seconds} | {when} |"
+            f"| {facts['exercises'] * MINUTES_PER_EXERCISE} | {seconds} |"
         )
+    if dates:
+        rows += ["", f"Run times measured on {', '.join(sorted(dates))}."]
     return "\n".join(rows)
 
 
