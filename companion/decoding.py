@@ -511,6 +511,8 @@ def sequence_log_prob(model: Model, prompt: Any, continuation: Any, *, context_l
     if not single:
         raise ValueError(f"`prompt` must be one sequence of shape (T,) (got shape {tuple(ids.shape)})")
     cont = torch.as_tensor(continuation, dtype=torch.long, device=ids.device).reshape(-1)
+    if cont.numel() == 0:
+        return 0.0  # log 1: the empty continuation is certain
     seq = torch.cat([ids[0], cont])  # (T + n,)
     T0, ctx = ids.shape[1], _context_length(model, context_length)
     runner = _Runner(model, seq[None], ctx, use_cache=False)

@@ -377,6 +377,7 @@ def test_table_lm_rejects_bad_rows():
 
 def test_zero_new_tokens_returns_the_prompt():
     m = yes_ok_model()
+    assert sequence_log_prob(m, [S], []) == 0.0
     assert greedy(m, [S], 0).tolist() == [S]
     res = beam_search(m, [S], 0, k=2)
     assert res.best.tokens.tolist() == [S] and res.best.score == 0.0
