@@ -18,7 +18,8 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {"PYTHONHASHSEED": "0", "MPLBACKEND": "Agg", "IPYKERNEL_CELL_NAME": "<IPY-INPUT>"}
+# The same environment as scripts/test.sh (OMP_WAIT_POLICY: see there).
+ENV = {"PYTHONHASHSEED": "0", "MPLBACKEND": "Agg", "IPYKERNEL_CELL_NAME": "<IPY-INPUT>", "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 def execute(path: Path) -> float:

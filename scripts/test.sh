@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --browser
-export PYTHONHASHSEED=0 MPLBACKEND=Agg IPYKERNEL_CELL_NAME='<IPY-INPUT>'
+# OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning. With two test workers on
+# two cores, spinning threads starve each other (a forward pass measured 100x slower).
+export PYTHONHASHSEED=0 MPLBACKEND=Agg IPYKERNEL_CELL_NAME='<IPY-INPUT>' OMP_WAIT_POLICY=PASSIVE
 .venv/bin/python -m pytest tests book \
   --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
   -p no:cacheprovider -n 2 --dist loadfile "$@"
