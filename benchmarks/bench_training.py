@@ -9,6 +9,23 @@ Runs, in the same process and one after the other, nanoGPT's published CPU recip
 and the tuned configuration (its learning-rate schedule spans the time budget), each for the same
 budget. Reports the loss on the whole held-out text (nats and bits per character), tokens per
 second, and the fraction of this machine's measured float32 matmul rate that training reaches.
+
+Measured on 2 idle cores (matmul 325 GFLOP/s): nanoGPT recipe 1.888 nats/char (2.723 bits/char;
+it completes its 2000 steps in about 64 s, 24,000 tokens/s, 38% of the matmul rate); tuned
+1.627 nats/char (2.347 bits/char; 26,400 tokens/s, 45% of the matmul rate).
+
+What moved the figure:
+- the learning-rate schedule spans the time budget (warm-up 2%, cosine to 1e-4), so the run ends
+  with a decayed learning rate instead of being cut mid-schedule;
+- a higher peak learning rate, 6e-3 instead of 1e-3 (3e-3 was clearly worse);
+- throughput: 16 windows of 128 characters (2,048 tokens) per step instead of 12 of 64 (768)
+  amortizes the per-step Python and optimizer overhead over 2.7x more tokens and gives the
+  matrix products better shapes: 1.1x more tokens per second on an idle machine (2.3x on a busy
+  one) for the same model size, and a longer context to learn from;
+- torch's fused LayerNorm in the model (companion.model swaps it in): about 2x per step;
+- not used: bfloat16 autocast (several times slower on this CPU, which has no bf16 matrix units),
+  a second thread when the machine is busy (two threads then wait on each other and a step gets
+  up to 5x slower than with one; on an idle machine two threads are 1.75x faster).
 """
 from __future__ import annotations
 
@@ -72,18 +89,21 @@ def main() -> None:
     parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast for the tuned configurations")
     args = parser.parse_args()
     corpus = load_corpus()
-    rate = matmul_rate(args.threads)
-    print(f"float32 matmul (512x512 @ 512x512), {args.threads} threads: {rate:.1f} GFLOP/s (median of 30)")
+    rates = [matmul_rate(args.threads)]
+    print(f"float32 matmul (512x512 @ 512x512), {args.threads} threads: {rates[0]:.1f} GFLOP/s (median of 30)")
     print(f"budget {args.budget:.0f} s per configuration; held-out plays: {len(corpus.val_ids):,} characters\n")
     results = []
     for name in args.configs:
         extra = {"bf16": True} if args.bf16 and name != "nanogpt-cpu" else {}
         r = run(name, args.budget, args.threads, corpus, args.seed, **extra)
+        rates.append(matmul_rate(args.threads))  # measured again after each run: the machine may be shared
+        rate = max(rates)  # the best measurement is the closest to what the cores can do
         frac = r["tokens_per_s"] * r["flops_per_token"] / (rate * 1e9)
         results.append(r)
         print(f"{name:>12}: {r['val']:.4f} nats/char = {r['bits']:.4f} bits/char | {r['steps']} steps, "
               f"{r['tokens_per_s']:,.0f} tokens/s, {r['params']:,} parameters, "
               f"{r['tokens_per_s'] * r['flops_per_token'] / 1e9:.1f} GFLOP/s = {frac:.0%} of matmul rate", flush=True)
+    print(f"\nmatmul rate measurements: {', '.join(f'{x:.1f}' for x in rates)} GFLOP/s; fractions use the best")
     if len(results) > 1:
         base = results[0]
         for r in results[1:]:

@@ -58,7 +58,7 @@ CONFIGS: dict[str, tuple[dict, dict]] = {
                     dict(batch_size=12, max_steps=2000, learning_rate=1e-3, min_lr=1e-4, warmup=100)),
     # tuned for 150 s on 2 cores (benchmarks/bench_training.py)
     "tuned-150s": (dict(context_length=128, d_model=128, n_layers=4, n_heads=4, dropout=0.0, bias=False),
-                   dict(batch_size=16, max_steps=2000, learning_rate=3e-3, min_lr=3e-4, warmup=0.03)),
+                   dict(batch_size=16, max_steps=2000, learning_rate=6e-3, min_lr=1e-4, warmup=0.02)),
     # the shipped model: <= 10 MB, trained for about 30 minutes on 2 cores
     "small": (dict(context_length=128, d_model=128, n_layers=4, n_heads=4, dropout=0.0, bias=False),
               dict(batch_size=16, max_steps=6000, learning_rate=3e-3, min_lr=1e-4, warmup=0.02, eval_interval=250)),
