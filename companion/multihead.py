@@ -187,6 +187,9 @@ class MultiHeadAttention(nn.Module):
         if not need_weights and is_causal and T == S and attn_mask is None and key_mask is None:
             # fast path: torch's causal kernel (top-left aligned, equal to ours when T == S)
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, h, T, d_head)
+        elif not need_weights and is_causal and T == 1 and attn_mask is None and key_mask is None:
+            # one new token after a KV cache: it is the last position, so it sees every key (no mask)
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p)  # (B, h, 1, d_head)
         else:
             mask = self._combine_masks(attn_mask, key_mask, is_causal, T, S, query.device)
             if mask is not None and mask.dtype != torch.bool:
