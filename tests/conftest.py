@@ -16,6 +16,9 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+import torch
+
 ROOT = Path(__file__).resolve().parents[1]
 TIMINGS = ROOT / "_build" / "notebook_times.json"
 
@@ -60,3 +63,13 @@ def pytest_configure(config) -> None:
     # which lie outside this folder.
     if not config.pluginmanager.has_plugin("course-notebook-times"):
         config.pluginmanager.register(NotebookTimes(), "course-notebook-times")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module of tiny models: faster, and on a busy 2-core machine far
+    faster (a second thread waits for a core for longer than the product takes)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -18,13 +18,7 @@ from companion.decoding import TableLM, beam_search, greedy, next_token_probs, s
 S, YES, OK, END = 0, 1, 2, 3
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The models here are tiny: one thread is faster, and it does not fight other jobs for the cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see tests/conftest.py
 
 
 # ---------------------------------------------------------------- helpers and reference models

@@ -6,13 +6,7 @@ import torch
 
 from companion.model import GPT, GPTCache, GPTConfig
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # tiny models: one thread is faster, and far faster on a busy machine (no idle spinning)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see tests/conftest.py
 
 
 TINY = GPTConfig(vocab_size=11, context_length=16, d_model=32, n_layers=2, n_heads=4)

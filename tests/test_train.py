@@ -14,12 +14,7 @@ from companion.train import (CONFIGS, TrainConfig, Trainer, evaluate_text, learn
                              named_config, plot_losses)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see tests/conftest.py
 
 
 @pytest.fixture(scope="module")
