@@ -25,7 +25,8 @@ from pathlib import Path
 
 import torch
 
-#: Plays held out for validation, one from each group of the package (about 11% of the text).
+#: Plays held out for validation: one comedy, one Roman play, one history and one romance (the
+#: package groups its plays in six folders), about 9% of the text.
 VALIDATION_PLAYS: tuple[str, ...] = ("twelfth-night", "julius-caesar", "richard-ii", "the-tempest")
 
 _SPEAKER = re.compile(r"^\*\*(.+?)\*\*\s*$")  # **ORLANDO**
