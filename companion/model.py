@@ -196,8 +196,12 @@ class GPT(nn.Module):
 
         Shapes: idx (B, T) -> (B, T + max_new_tokens).
         """
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+            raise ValueError(f"`max_new_tokens` must be an integer >= 0 (got {max_new_tokens!r})")
         if temperature <= 0:
             raise ValueError(f"`temperature` must be > 0 (got {temperature})")
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+            raise ValueError(f"`top_k` must be None or an integer >= 1 (got {top_k!r})")
         for _ in range(max_new_tokens):
             context = idx[:, -self.config.context_length:]  # (B, <= context_length)
             logits, _ = self(context)

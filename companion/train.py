@@ -120,6 +120,9 @@ def evaluate_text(model: GPT, ids: torch.Tensor, batch_size: int = 64) -> float:
 
     Shapes: ids (N,) -> float.
     """
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 1 or len(ids) < 2:
+        got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"`ids` must be a 1-D tensor of at least 2 token ids (got {got})")
     was_training = model.training
     model.eval()
     T = model.config.context_length

@@ -151,3 +151,12 @@ def test_generate_is_seeded_and_extends(model):
     assert a.shape == (2, 23) and torch.equal(a, b) and torch.equal(a[:, :3], start)
     with pytest.raises(ValueError, match="`temperature` must be > 0"):
         model.generate(start, 1, temperature=0)
+    with pytest.raises(ValueError, match=r"`top_k` must be None or an integer >= 1 \(got 0\)"):
+        model.generate(start, 1, top_k=0)
+    with pytest.raises(ValueError, match=r"`max_new_tokens` must be an integer >= 0 \(got -1\)"):
+        model.generate(start, -1)
+    assert torch.equal(model.generate(start, 0), start)
+    # top_k=1 keeps only the most probable token: sampling becomes greedy, whatever the seed
+    greedy_pick = model(start)[0][:, -1].argmax(-1)  # (2,)
+    picked = model.generate(start, 1, top_k=1, generator=torch.Generator().manual_seed(3))[:, -1]
+    assert torch.equal(picked, greedy_pick)

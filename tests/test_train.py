@@ -128,6 +128,8 @@ def test_evaluate_text_equals_mean_cross_entropy_by_hand():
         x, y = ids[s : min(s + 8, 28)], ids[s + 1 : min(s + 9, 29)]
         total += torch.nn.functional.cross_entropy(model(x[None])[0][0], y, reduction="sum").item()
     assert evaluate_text(model, ids, batch_size=2) == pytest.approx(total / 28, rel=1e-5)
+    with pytest.raises(ValueError, match=r"`ids` must be a 1-D tensor of at least 2 token ids \(got \(1,\)\)"):
+        evaluate_text(model, ids[:1])
 
 
 def test_trainer_and_config_errors(corpus):
