@@ -118,6 +118,8 @@ class CharTokenizer:
 
     def encode(self, text: str) -> torch.Tensor:
         """Shapes: a string of length T -> LongTensor (T,)."""
+        if not isinstance(text, str):
+            raise TypeError(f"`text` must be a str (got {type(text).__name__})")
         try:
             return torch.tensor([self.stoi[c] for c in text], dtype=torch.long)
         except KeyError as exc:
@@ -129,7 +131,12 @@ class CharTokenizer:
 
     def decode(self, ids) -> str:
         """Shapes: ids (T,) (tensor or list of ints) -> string of length T."""
+        if isinstance(ids, torch.Tensor) and ids.dim() != 1:
+            raise ValueError(f"`ids` must be one sequence of shape (T,) (got shape {tuple(ids.shape)}); "
+                             "decode a batch row by row: [tok.decode(row) for row in ids]")
         ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        if not all(isinstance(i, int) for i in ids):
+            raise TypeError("`ids` must be integers (a LongTensor of shape (T,) or a list of ints)")
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
             raise ValueError(f"`ids` must lie in [0, {self.vocab_size}) (got {bad[0]})")

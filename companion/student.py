@@ -12,9 +12,10 @@ A student notebook is the book's notebook with exactly two changes:
 * every output is cleared (outputs, execution counts and the execution timestamps).
 
 Everything else (markdown, the other code cells, tags, the check cells) stays as it is, so the
-check cells report "not attempted yet" until the student writes an answer. The notebooks find the
-course's code through the installed ``companion`` package, so they run from any folder of a
-machine where the repository is installed (``bash scripts/setup.sh``, or ``pip install -e .``).
+check cells report "not attempted yet" until the student writes an answer. The notebooks import the
+installed ``companion`` package (``bash scripts/setup.sh``), and chapters 7 and 8 also read the
+shipped model at ``../checkpoints/``: keep the student folder beside ``book/`` in a clone of the
+repository (the default, ``student/``, is).
 """
 from __future__ import annotations
 

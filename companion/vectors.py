@@ -16,7 +16,13 @@ ArrayLike = Tensor | Sequence[float]
 
 
 def _as_vector(x: ArrayLike, name: str) -> Tensor:
-    t = x if isinstance(x, Tensor) else torch.as_tensor(x, dtype=torch.float64)
+    if isinstance(x, Tensor):
+        t = x
+    else:
+        try:
+            t = torch.as_tensor(x, dtype=torch.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"`{name}` must be a vector of numbers (a list or a tensor), got {x!r}") from None
     if t.dim() != 1:
         raise ValueError(f"`{name}` must be a vector (1 dimension), got shape {tuple(t.shape)}")
     if not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):

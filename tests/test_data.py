@@ -67,6 +67,12 @@ def test_tokenizer_errors():
         tok.encode("abé")
     with pytest.raises(ValueError, match=r"`ids` must lie in \[0, 4\) \(got 7\)"):
         tok.decode([0, 7])
+    with pytest.raises(ValueError, match=r"one sequence of shape \(T,\) \(got shape \(1, 2\)\)"):
+        tok.decode(torch.tensor([[1, 2]]))
+    with pytest.raises(TypeError, match="`ids` must be integers"):
+        tok.decode([0.5])
+    with pytest.raises(TypeError, match="`text` must be a str"):
+        tok.encode(["a", "b"])
     with pytest.raises(ValueError, match="must not repeat"):
         CharTokenizer("aa")
     with pytest.raises(ValueError, match="`name` must be one of"):

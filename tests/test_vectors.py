@@ -80,3 +80,10 @@ def test_variance_of_random_dot_products_grows_like_d():
 def test_bad_input_is_named(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_non_numbers_are_refused_clearly():
+    import pytest as _pytest
+
+    with _pytest.raises(TypeError, match="`a` must be a vector of numbers"):
+        vectors.dot("abc", "def")
