@@ -32,7 +32,11 @@ def setup(seed: int = 0, threads: int = THREADS, precision: int = 4) -> None:
     import matplotlib
 
     try:  # in a notebook: figures are stored in the notebook (MPLBACKEND=Agg would show nothing)
-        get_ipython().run_line_magic("matplotlib", "inline")  # type: ignore[name-defined]  # noqa: F821
+        shell = get_ipython()  # type: ignore[name-defined]  # noqa: F821
+        shell.run_line_magic("matplotlib", "inline")
+        # An error a chapter shows on purpose reads as its one-line message, without a traceback
+        # through the library's files (and this machine's paths).
+        shell.run_line_magic("xmode", "Minimal")
     except NameError:  # plain Python: draw off-screen
         os.environ.setdefault("MPLBACKEND", "Agg")
     matplotlib.rcdefaults()
