@@ -15,6 +15,7 @@ module                      chapter
 ``companion.model``,
 ``companion.train``
 ``companion.decoding``      8. Decoding and beam search
+``companion.encoder``       9 and 10: a stack of encoder blocks
 ``companion.exercises``     the checkers behind every exercise
 ``companion.notebook``      reproducible set-up for the notebooks
 ==========================  =========================================
@@ -24,3 +25,8 @@ the package stays cheap.
 """
 
 __version__ = "0.1.0"
+
+#: Where the course lives. Students install it with
+#: ``pip install "git+https://github.com/transformers-built-by-hand/course"``; the first cell
+#: of every chapter does that when the companion is missing (on Colab, say).
+REPOSITORY = "https://github.com/transformers-built-by-hand/course"

@@ -11,6 +11,8 @@ import nbformat
 import pytest
 import yaml
 
+from companion.notebook import install_cell_source
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
 
@@ -57,10 +59,27 @@ def test_errors_only_where_expected(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_first_code_cell_sets_up_reproducibility(path):
+def test_opens_with_the_install_cell_then_the_set_up(path):
     nb = nbformat.read(path, as_version=4)
-    first = code_cells(nb)[0].source
-    assert "setup(" in first, f"{path.name}: the first code cell must call companion.notebook.setup()"
+    first, second = code_cells(nb)[:2]
+    assert first.source == install_cell_source(), (
+        f"{path.name}: the first code cell must be companion.notebook.install_cell_source() "
+        "(it installs the companion on Colab and does nothing where it is installed)"
+    )
+    assert "remove-cell" in first.metadata.get("tags", []), f"{path.name}: tag the install cell remove-cell"
+    assert "setup(" in second.source, f"{path.name}: the second code cell must call companion.notebook.setup()"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_errors_shown_on_purpose_are_stored_as_one_line(path):
+    """The reader sees `ValueError: message`, not a traceback through this machine's files."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(code_cells(nb)):
+        for out in cell.get("outputs", []):
+            if out.output_type == "error":
+                assert out.traceback == [f"{out.ename}: {out.evalue}"], (
+                    f"{path.name}, code cell {i + 1}: re-run scripts/execute_notebooks.py, which trims it"
+                )
 
 
 def test_every_toc_entry_has_exactly_one_source():
