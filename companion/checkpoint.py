@@ -1,118 +1,326 @@
-"""Save and load a trained GPT: weights in safetensors, configuration and tokenizer beside them.
+"""Save and load a trained model: weights, dtype, configuration and tokenizer in one verified file.
 
-One file holds everything. Its tensors are the model's weights (and, for a resumable checkpoint,
-the optimizer's moment estimates); its text metadata holds the :class:`~companion.model.GPTConfig`,
-the tokenizer's characters, the training state and a SHA-256 digest of every tensor. safetensors
-stores only raw numbers and JSON, so loading a file can never run code (unlike ``torch.load`` of a
-pickle), and the digest turns a silently flipped byte into a clear error.
+A checkpoint is one ``.safetensors`` file. Its tensors are the model's weights (and, for a
+resumable checkpoint, the optimizer's state); its text metadata holds which model class it is,
+the configuration, the dtype, the tokenizer, the training state and free ``info``. safetensors
+stores only raw numbers and JSON, so loading a file never runs code from it (unlike
+``torch.load`` of a pickle), and the file cannot pick what is built: the model and tokenizer
+classes come from a fixed list (:data:`MODELS`, :data:`TOKENIZERS`) of the companion's own.
+
+Everything that decides what the loaded model computes is covered by a SHA-256 digest stored
+with it, one per part (weights, optimizer, configuration and dtype, tokenizer, training state
+and info). On loading, each part is checked against its digest, and then the whole file against
+the bytes that saving its content would write: a changed, truncated or appended byte anywhere is
+refused with a message that names the part and says what to do. The tokenizer and the model's
+vocabulary must agree, at saving and at loading.
+
+``load_checkpoint`` returns the model in evaluation mode, in the dtype it was saved in; whoever
+resumes training switches it back (:meth:`companion.train.Trainer.resume` does).
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import importlib
 import json
+import struct
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load as load_bytes
+from safetensors.torch import save as save_bytes
+from torch import nn
 
-from companion.data import CharTokenizer
-from companion.model import GPT, GPTConfig
+__all__ = [
+    "FORMAT",
+    "MODELS",
+    "TOKENIZERS",
+    "save_checkpoint",
+    "load_checkpoint",
+    "read_checkpoint",
+    "upgrade_checkpoint",
+    "shipped_model_path",
+    "SHIPPED_MODEL",
+]
 
-FORMAT = "companion-gpt/1"
+FORMAT = "companion-checkpoint/2"
+_OLD_FORMAT = "companion-gpt/1"  # digest of the weights only; upgrade_checkpoint() converts it
+
+#: The model classes a checkpoint may name: name -> (module, model class, configuration class).
+#: Only these are ever built; a file cannot name anything else. A new model joins the list here.
+MODELS: dict[str, tuple[str, str, str]] = {
+    "GPT": ("companion.model", "GPT", "GPTConfig"),
+}
+
+#: The tokenizer classes a checkpoint may name: name -> (module, class). Each has ``to_dict()``
+#: and a ``from_dict(d)`` class method.
+TOKENIZERS: dict[str, tuple[str, str]] = {
+    "CharTokenizer": ("companion.data", "CharTokenizer"),
+}
+
+_DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
 
-def _digest(tensors: dict[str, torch.Tensor]) -> str:
+def _resolve(kind: str, table: dict, name: Any) -> tuple:
+    if not isinstance(name, str) or name not in table:
+        raise ValueError(f"names an unknown {kind} {name!r} (known: {sorted(table)})")
+    module, *attrs = table[name]
+    mod = importlib.import_module(module)  # a module of the companion's, from the fixed table
+    return tuple(getattr(mod, a) for a in attrs)
+
+
+def _model_name(model: Any) -> str:
+    for name, (module, cls, _) in MODELS.items():
+        if type(model).__module__ == module and type(model).__name__ == cls:
+            return name
+    known = ", ".join(f"{m}.{c}" for m, c, _ in MODELS.values())
+    raise TypeError(f"`model` must be one of the companion's models ({known}) (got {type(model).__name__}); "
+                    "save other modules with torch.save(module.state_dict(), path)")
+
+
+def _tokenizer_name(tokenizer: Any) -> str:
+    for name, (module, cls) in TOKENIZERS.items():
+        if type(tokenizer).__module__ == module and type(tokenizer).__name__ == cls:
+            return name
+    known = ", ".join(f"{m}.{c}" for m, c in TOKENIZERS.values())
+    raise TypeError(f"`tokenizer` must be one of the companion's tokenizers ({known}) "
+                    f"(got {type(tokenizer).__name__})")
+
+
+def _check_vocab(config: Any, tokenizer: Any, where: str) -> None:
+    v_model = getattr(config, "vocab_size", None)
+    v_tok = getattr(tokenizer, "vocab_size", None)
+    if v_model is not None and v_tok is not None and v_model != v_tok:
+        raise ValueError(f"{where}: the tokenizer has {v_tok} tokens but the model's vocab_size is {v_model}; "
+                         "a model must be saved with the tokenizer it was trained with")
+
+
+def _sha(*parts: bytes) -> str:
     h = hashlib.sha256()
-    for name in sorted(tensors):
-        t = tensors[name].contiguous()
-        h.update(name.encode())
-        h.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    for p in parts:
+        h.update(len(p).to_bytes(8, "little"))  # length-prefixed: parts cannot shift into each other
+        h.update(p)
     return h.hexdigest()
 
 
-def save_checkpoint(path, model: GPT, tokenizer: CharTokenizer, *, train_state: dict | None = None,
-                    optimizer_tensors: dict[str, torch.Tensor] | None = None, info: dict | None = None) -> Path:
-    """Write ``model`` (and optionally what is needed to resume training) to one ``.safetensors`` file.
+def _tensor_digest(tensors: dict[str, torch.Tensor]) -> str:
+    parts = []
+    for name in sorted(tensors):
+        t = tensors[name].contiguous()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        parts += [name.encode(), f"{t.dtype}{tuple(t.shape)}".encode(), raw]
+    return _sha(*parts)
 
-    ``info`` is free JSON-able metadata (the command that trained the model, its score, ...).
-    The tied head is stored once, as ``tok_emb.weight``.
+
+def _digests(meta: dict[str, str], tensors: dict[str, torch.Tensor]) -> dict[str, str]:
+    """One digest per part; the keys name the parts in error messages."""
+    weights = {k: v for k, v in tensors.items() if k.startswith("model.")}
+    optim = {k: v for k, v in tensors.items() if not k.startswith("model.")}
+    return {
+        "weights": _tensor_digest(weights),
+        "optimizer state": _tensor_digest(optim),
+        "configuration": _sha(*(meta.get(k, "").encode() for k in ("format", "model", "config", "dtype", "aliases"))),
+        "tokenizer": _sha(meta.get("tokenizer", "").encode()),
+        "training state and info": _sha(meta.get("train_state", "").encode(), meta.get("info", "").encode()),
+    }
+
+
+def _jsonable(name: str, value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"`{name}` must be JSON-serializable (numbers, strings, lists, dicts) ({exc})") from None
+
+
+def save_checkpoint(path, model: nn.Module, tokenizer, *, train_state: dict | None = None,
+                    optimizer_tensors: dict[str, torch.Tensor] | None = None, info: dict | None = None) -> Path:
+    """Write ``model`` and its ``tokenizer`` (and optionally what resuming training needs) to one file.
+
+    ``info`` is free JSON metadata (the command that trained the model, its score, ...). Tensors
+    that share storage (a tied output head) are stored once. The file is written under a temporary
+    name and renamed, so a crash never leaves a half-written checkpoint under the real name.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k != "head.weight"}
-    for k, v in (optimizer_tensors or {}).items():
-        tensors[f"optimizer.{k}"] = v.detach().cpu().contiguous()
+    name = _model_name(model)
+    tok_name = _tokenizer_name(tokenizer)
+    config = model.config
+    _check_vocab(config, tokenizer, "save_checkpoint")
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"`path` must be a str or pathlib.Path (got {type(path).__name__})")
+    floats = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    if len(floats) != 1:
+        raise ValueError(f"`model` must have one floating-point dtype to be saved (got {sorted(map(str, floats))}); "
+                         "convert it first, e.g. model.float()")
+    (dtype,) = floats
+    tensors: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    seen: dict[tuple, str] = {}
+    for key, value in model.state_dict().items():
+        ident = (value.data_ptr(), value.dtype, tuple(value.shape), value.stride())
+        if value.numel() and ident in seen:  # a tied weight: store it once, remember the alias
+            aliases[key] = seen[ident]
+            continue
+        seen[ident] = key
+        tensors[f"model.{key}"] = value.detach().cpu().contiguous()
+    for key, value in (optimizer_tensors or {}).items():
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"`optimizer_tensors[{key!r}]` must be a tensor (got {type(value).__name__})")
+        tensors[f"optimizer.{key}"] = value.detach().cpu().contiguous()
     meta = {
         "format": FORMAT,
-        "config": json.dumps(model.config.to_dict()),
-        "tokenizer": json.dumps({"chars": tokenizer.chars}),
-        "sha256": _digest(tensors),
-        "info": json.dumps(info or {}),
+        "model": name,
+        "config": _jsonable("config", dataclasses.asdict(config)),
+        "dtype": str(dtype),
+        "aliases": _jsonable("aliases", aliases),
+        "tokenizer": _jsonable("tokenizer", {"class": tok_name, **tokenizer.to_dict()}),
+        "info": _jsonable("info", info or {}),
     }
     if train_state is not None:
-        meta["train_state"] = json.dumps(train_state)
+        meta["train_state"] = _jsonable("train_state", train_state)
+    meta["digests"] = json.dumps(_digests(meta, tensors), sort_keys=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata=meta)
-    tmp.replace(path)  # a crash while writing never leaves a half-written checkpoint under the real name
+    tmp.write_bytes(save_bytes(tensors, metadata=meta))
+    tmp.replace(path)
     return path
 
 
-def read_checkpoint(path) -> tuple[dict[str, torch.Tensor], dict]:
-    """The raw tensors and metadata of a checkpoint, verified against its digest.
+def _damaged(path: Path, what: str) -> ValueError:
+    return ValueError(
+        f"checkpoint {str(path)!r} is damaged: {what}. It was changed after it was written (a "
+        "flipped, truncated or appended byte, or an edit by hand). Restore the file from where it "
+        "came from (for the shipped model: reinstall the course) or train the model again."
+    )
 
-    Raises FileNotFoundError for a missing file and ValueError, naming the file, for one that is
-    truncated, corrupted or not a companion checkpoint.
+
+def read_checkpoint(path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The raw tensors and metadata of a checkpoint, every part verified.
+
+    Raises FileNotFoundError for a missing file, and ValueError naming the file and the damaged
+    part for one that is truncated, corrupted, extended, or not a companion checkpoint.
     """
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"`path` must be a str or pathlib.Path (got {type(path).__name__})")
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
+    data = path.read_bytes()
     try:
-        tensors = load_file(str(path))
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        raise ValueError(f"checkpoint {str(path)!r} is truncated or corrupted and cannot be read ({exc})") from None
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{str(path)!r} is not a companion GPT checkpoint (format {meta.get('format')!r}, expected {FORMAT!r})")
-    if _digest(tensors) != meta.get("sha256"):
-        raise ValueError(f"checkpoint {str(path)!r} is corrupted: its weights do not match the SHA-256 digest stored with them")
+        (n,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8 : 8 + n])  # dicts keep the file's key order
+        meta = header.get("__metadata__") or {}
+        tensors = load_bytes(data)
+    except (SafetensorError, ValueError, struct.error, AttributeError, RuntimeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"checkpoint {str(path)!r} is truncated or is not a safetensors file and cannot be read "
+                         f"({type(exc).__name__}: {exc})") from None
+    fmt = meta.get("format")
+    if fmt == _OLD_FORMAT:
+        raise ValueError(f"checkpoint {str(path)!r} has the old format {fmt!r}, whose digest covers the weights but "
+                         "not the configuration or tokenizer; convert it once with "
+                         "companion.checkpoint.upgrade_checkpoint(path, new_path)")
+    if fmt != FORMAT:
+        raise ValueError(f"{str(path)!r} is not a companion checkpoint (format {fmt!r}, expected {FORMAT!r})")
+    try:
+        stored = json.loads(meta["digests"])
+    except (KeyError, ValueError):
+        raise _damaged(path, "its list of digests is missing or unreadable") from None
+    for part, digest in _digests(meta, tensors).items():
+        if stored.get(part) != digest:
+            verb = "do not match the digest written with them" if part == "weights" else "does not match the digest written with it"
+            raise _damaged(path, f"its {part} {verb}")
+    # Every byte outside the digested parts: the header must be exactly the compact JSON that
+    # safetensors writes (plus its padding of spaces), so no byte can change unnoticed there either.
+    raw_header = data[8 : 8 + n]
+    canonical = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    if raw_header.rstrip(b" ") != canonical or len(raw_header) - len(canonical) >= 8:
+        raise _damaged(path, "its header was edited outside the digested parts")
     return tensors, meta
 
 
-def load_checkpoint(path, model: GPT | None = None) -> tuple[GPT, CharTokenizer, dict]:
-    """Load a checkpoint into a new GPT (or into ``model``, which must have the saved configuration).
+def load_checkpoint(path, model: nn.Module | None = None) -> tuple[nn.Module, Any, dict]:
+    """Load a checkpoint into a new model (or into ``model``, which must have the saved class and
+    configuration). The model comes back in evaluation mode and in the dtype it was saved in.
 
-    Returns ``(model, tokenizer, metadata)``, where metadata holds ``info`` and, for a resumable
-    checkpoint, ``train_state`` and ``optimizer`` tensors (both as loaded).
+    Returns ``(model, tokenizer, extra)``, where ``extra`` holds ``info`` and, for a resumable
+    checkpoint, ``train_state`` and the ``optimizer`` tensors.
     """
+    if model is not None and not isinstance(model, nn.Module):
+        raise TypeError(f"`model` must be None or a companion model to load into (got {type(model).__name__})")
     tensors, meta = read_checkpoint(path)
+    path = Path(path)
     try:
-        config = GPTConfig(**json.loads(meta["config"]))
-        tokenizer = CharTokenizer(json.loads(meta["tokenizer"])["chars"])
-    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
-        raise ValueError(f"checkpoint {str(path)!r} has a damaged configuration or tokenizer ({exc})") from None
+        model_cls, config_cls = _resolve("model", MODELS, meta.get("model"))
+        config = config_cls(**json.loads(meta["config"]))
+        tok_spec = json.loads(meta["tokenizer"])
+        (tok_cls,) = _resolve("tokenizer", TOKENIZERS, tok_spec.pop("class", None))
+        tokenizer = tok_cls.from_dict(tok_spec)
+        dtype = _DTYPES[meta["dtype"]]
+        aliases = json.loads(meta["aliases"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint {str(path)!r} has a configuration or tokenizer this companion cannot use "
+                         f"({type(exc).__name__}: {exc})") from None
+    _check_vocab(config, tokenizer, f"checkpoint {str(path)!r}")
     if model is None:
-        model = GPT(config)
-    elif model.config != config:
-        diff = {k: (v, getattr(model.config, k)) for k, v in config.to_dict().items() if getattr(model.config, k) != v}
-        raise ValueError(f"checkpoint {str(path)!r} was made for another configuration: "
-                         + ", ".join(f"{k}={a} in the file but {b} in the model" for k, (a, b) in diff.items()))
+        model = model_cls(config)
+    else:
+        if type(model) is not model_cls:
+            raise TypeError(f"checkpoint {str(path)!r} holds a {meta['model']}, not a {type(model).__name__}")
+        if model.config != config:
+            mine, saved = dataclasses.asdict(model.config), dataclasses.asdict(config)
+            diff = ", ".join(f"{k}={saved[k]} in the file but {mine[k]} in the model" for k in saved if mine.get(k) != saved[k])
+            raise ValueError(f"checkpoint {str(path)!r} was made for another configuration: {diff}")
+    model = model.to(dtype)
     weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
-    weights["head.weight"] = weights.get("tok_emb.weight")
+    for alias, target in aliases.items():
+        weights[alias] = weights.get(target)
     expected = model.state_dict()
-    if set(weights) != set(expected) or any(weights[k].shape != expected[k].shape for k in expected):
+    if set(weights) != set(expected) or any(weights[k] is None or weights[k].shape != expected[k].shape for k in expected):
         raise ValueError(f"checkpoint {str(path)!r} does not match its configuration: its tensors have other names or shapes")
     model.load_state_dict(weights)
+    model.eval()
     extra = {
         "info": json.loads(meta.get("info", "{}")),
         "train_state": json.loads(meta["train_state"]) if "train_state" in meta else None,
         "optimizer": {k[len("optimizer."):]: v for k, v in tensors.items() if k.startswith("optimizer.")},
     }
     return model, tokenizer, extra
+
+
+def upgrade_checkpoint(path, new_path) -> Path:
+    """Convert a checkpoint of the old format ``companion-gpt/1`` (a GPT whose digest covered its
+    weights only) to the current one, after verifying those weights. Returns ``new_path``."""
+    from companion.data import CharTokenizer
+    from companion.model import GPT, GPTConfig
+
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        (n,) = struct.unpack("<Q", data[:8])
+        meta = json.loads(data[8 : 8 + n]).get("__metadata__") or {}
+        tensors = load_bytes(data)
+    except (SafetensorError, ValueError, struct.error) as exc:
+        raise ValueError(f"checkpoint {str(path)!r} cannot be read ({exc})") from None
+    if meta.get("format") != _OLD_FORMAT:
+        raise ValueError(f"{str(path)!r} is not an old-format checkpoint (format {meta.get('format')!r})")
+    old = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].contiguous()
+        old.update(name.encode())
+        old.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
+        old.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    if old.hexdigest() != meta.get("sha256"):
+        raise _damaged(path, "its weights do not match the digest written with them")
+    model = GPT(GPTConfig(**json.loads(meta["config"])))
+    weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    weights["head.weight"] = weights["tok_emb.weight"]
+    model.load_state_dict(weights)
+    tokenizer = CharTokenizer(json.loads(meta["tokenizer"])["chars"])
+    optimizer = {k[len("optimizer."):]: v for k, v in tensors.items() if k.startswith("optimizer.")}
+    train_state = json.loads(meta["train_state"]) if "train_state" in meta else None
+    return save_checkpoint(new_path, model, tokenizer, train_state=train_state,
+                           optimizer_tensors=optimizer or None, info=json.loads(meta.get("info", "{}")))
 
 
 #: The model that chapters 7 and 8 use, shipped inside the package (``companion/assets``).

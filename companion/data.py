@@ -177,6 +177,16 @@ class CharTokenizer:
     def vocab_size(self) -> int:
         return len(self.chars)
 
+    def to_dict(self) -> dict:
+        """What a checkpoint stores to rebuild this tokenizer (:meth:`from_dict`)."""
+        return {"chars": self.chars}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CharTokenizer":
+        if not isinstance(d, dict) or set(d) != {"chars"} or not isinstance(d["chars"], str):
+            raise ValueError(f"a CharTokenizer is stored as {{'chars': str}} (got {d!r:.80})")
+        return cls(d["chars"])
+
     def encode(self, text: str) -> torch.Tensor:
         """Shapes: a string of length T -> LongTensor (T,)."""
         if not isinstance(text, str):

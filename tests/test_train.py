@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from companion.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from companion.checkpoint import load_checkpoint
 from companion.data import load_corpus
 from companion.model import GPT, GPTConfig
 from companion.train import (CONFIGS, TrainConfig, Trainer, evaluate_text, learning_rate, main, make_optimizer,
@@ -88,35 +88,6 @@ def test_checkpoint_round_trip_gives_identical_logits(corpus, tmp_path):
     assert model.head.weight is model.tok_emb.weight
     with pytest.raises(ValueError, match="holds only weights"):
         Trainer.resume(path, corpus)
-
-
-def test_damaged_or_mismatched_checkpoints_fail_clearly(corpus, tmp_path):
-    model = GPT(GPTConfig(vocab_size=corpus.tokenizer.vocab_size, context_length=8, d_model=16, n_layers=1, n_heads=2))
-    path = save_checkpoint(tmp_path / "ok.safetensors", model, corpus.tokenizer)
-    data = path.read_bytes()
-    truncated = tmp_path / "truncated.safetensors"
-    truncated.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ValueError, match="truncated or corrupted"):
-        load_checkpoint(truncated)
-    flipped = bytearray(data)
-    flipped[-10] ^= 0xFF  # one byte of the weights
-    corrupted = tmp_path / "corrupted.safetensors"
-    corrupted.write_bytes(bytes(flipped))
-    with pytest.raises(ValueError, match="corrupted: its weights do not match the SHA-256 digest"):
-        load_checkpoint(corrupted)
-    garbage = tmp_path / "garbage.safetensors"
-    garbage.write_bytes(b"not a checkpoint at all")
-    with pytest.raises(ValueError, match="truncated or corrupted"):
-        load_checkpoint(garbage)
-    other = GPT(GPTConfig(vocab_size=corpus.tokenizer.vocab_size, context_length=8, d_model=32, n_layers=1, n_heads=2))
-    with pytest.raises(ValueError, match="made for another configuration: d_model=16 in the file but 32 in the model"):
-        load_checkpoint(path, other)
-    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
-        load_checkpoint(tmp_path / "missing.safetensors")
-    from safetensors.torch import save_file
-    save_file({"x": torch.zeros(2)}, str(tmp_path / "foreign.safetensors"))
-    with pytest.raises(ValueError, match="is not a companion GPT checkpoint"):
-        read_checkpoint(tmp_path / "foreign.safetensors")
 
 
 def test_evaluate_text_equals_mean_cross_entropy_by_hand():

@@ -1,0 +1,202 @@
+"""Tests for companion.checkpoint: round trips, and a clear refusal of every damaged byte.
+
+The digest covers the weights, the optimizer state, the configuration and dtype, the tokenizer
+and the training state; the header's bytes are checked too. These tests flip bytes across the
+whole file, edit each part of the metadata the way a careless user or a broken copy would, and
+check that each is refused with a message naming the part.
+"""
+import json
+import struct
+
+import pytest
+import torch
+from safetensors.torch import load as load_bytes
+from safetensors.torch import save as save_bytes
+from safetensors.torch import save_file
+from torch import nn
+
+from companion.checkpoint import (
+    FORMAT,
+    load_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+    shipped_model_path,
+    upgrade_checkpoint,
+)
+from companion.data import CharTokenizer
+from companion.model import GPT, GPTConfig
+
+TOK = CharTokenizer("\n !',-.:;?abcdefghijklmnopqrstuvwxyz")
+
+
+def small_model(**kw) -> GPT:
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=TOK.vocab_size, context_length=8, d_model=16, n_layers=1, n_heads=2)
+    return GPT(GPTConfig(**{**cfg, **kw}))
+
+
+@pytest.fixture()
+def saved(tmp_path):
+    model = small_model()
+    path = save_checkpoint(tmp_path / "ok.safetensors", model, TOK, info={"note": "test"},
+                           train_state={"step": 3}, optimizer_tensors={"0.exp_avg": torch.ones(3)})
+    return model, path
+
+
+def split(data: bytes):
+    (n,) = struct.unpack("<Q", data[:8])
+    return n, json.loads(data[8 : 8 + n])
+
+
+def rewrite_meta(path, out, **changes):
+    """Rewrite a file with some metadata fields changed, as a hand edit would (digests untouched)."""
+    data = path.read_bytes()
+    _, header = split(data)
+    meta = {**header["__metadata__"], **changes}
+    out.write_bytes(save_bytes(load_bytes(data), metadata=meta))
+    return out
+
+
+def test_round_trip_gives_identical_logits_and_eval_mode(saved):
+    model, path = saved
+    loaded, tok, extra = load_checkpoint(path)
+    assert not loaded.training, "a loaded model is ready for inference"
+    assert tok.chars == TOK.chars and extra["info"] == {"note": "test"} and extra["train_state"] == {"step": 3}
+    assert torch.equal(extra["optimizer"]["0.exp_avg"], torch.ones(3))
+    idx = torch.randint(0, TOK.vocab_size, (2, 8))
+    model.eval()
+    assert torch.equal(loaded(idx)[0], model(idx)[0])
+    assert loaded.head.weight is loaded.tok_emb.weight, "the tied head is tied again"
+
+
+def test_dtype_is_kept():
+    model = small_model().double()
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        path = save_checkpoint(Path(d) / "f64.safetensors", model, TOK)
+        loaded, _, _ = load_checkpoint(path)
+    assert loaded.tok_emb.weight.dtype == torch.float64
+    idx = torch.randint(0, TOK.vocab_size, (1, 8))
+    assert torch.equal(loaded(idx)[0], model.eval()(idx)[0])
+
+
+def test_every_flipped_byte_is_refused(saved, tmp_path):
+    _, path = saved
+    data = path.read_bytes()
+    n, _ = split(data)
+    positions = sorted(set(range(0, 8 + n, 3)) | set(range(8 + n, len(data), max(1, (len(data) - 8 - n) // 300))))
+    bad = tmp_path / "flipped.safetensors"
+    accepted = []
+    for i in positions:
+        flipped = bytearray(data)
+        flipped[i] ^= 0x01
+        bad.write_bytes(bytes(flipped))
+        try:
+            load_checkpoint(bad)
+            accepted.append(i)
+        except ValueError:
+            pass
+    assert not accepted, f"flipped bytes accepted at {accepted[:10]}"
+    assert len(positions) > 500
+
+
+def test_truncated_appended_and_foreign_files(saved, tmp_path):
+    _, path = saved
+    data = path.read_bytes()
+    for name, content in [("truncated", data[:-1]), ("half", data[: len(data) // 2]), ("appended", data + b"\0"),
+                          ("garbage", b"not a checkpoint at all"), ("empty", b"")]:
+        bad = tmp_path / f"{name}.safetensors"
+        bad.write_bytes(content)
+        with pytest.raises(ValueError, match="truncated or is not a safetensors file"):
+            load_checkpoint(bad)
+    save_file({"x": torch.zeros(2)}, str(tmp_path / "foreign.safetensors"))
+    with pytest.raises(ValueError, match="is not a companion checkpoint"):
+        read_checkpoint(tmp_path / "foreign.safetensors")
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        load_checkpoint(tmp_path / "missing.safetensors")
+
+
+@pytest.mark.parametrize("field, value, part", [
+    ("config", lambda c: c.replace('"n_heads": 2', '"n_heads": 1'), "configuration"),
+    ("dtype", lambda c: "torch.float64", "configuration"),
+    ("model", lambda c: "GPT2", "configuration"),
+    ("aliases", lambda c: "{}", "configuration"),
+    ("tokenizer", lambda c: c.replace("z", "Z"), "tokenizer"),
+    ("info", lambda c: c.replace("test", "best"), "training state and info"),
+    ("train_state", lambda c: c.replace("3", "4"), "training state and info"),
+    ("digests", lambda c: "not json", "list of digests"),
+])
+def test_each_edited_part_is_named(saved, tmp_path, field, value, part):
+    _, path = saved
+    meta = split(path.read_bytes())[1]["__metadata__"]
+    bad = rewrite_meta(path, tmp_path / "edited.safetensors", **{field: value(meta[field])})
+    with pytest.raises(ValueError, match=f"is damaged: its {part}"):
+        load_checkpoint(bad)
+
+
+def test_edited_header_outside_the_parts_is_refused(saved, tmp_path):
+    _, path = saved
+    data = path.read_bytes()
+    n, header = split(data)
+    spaced = json.dumps(header, separators=(", ", ":"), ensure_ascii=False).encode()
+    spaced += b" " * (-(8 + len(spaced)) % 8)
+    bad = tmp_path / "spaced.safetensors"
+    bad.write_bytes(struct.pack("<Q", len(spaced)) + spaced + data[8 + n :])
+    with pytest.raises(ValueError, match="header was edited"):
+        load_checkpoint(bad)
+
+
+def test_tokenizer_and_vocabulary_must_agree(tmp_path):
+    with pytest.raises(ValueError, match="the tokenizer has 5 tokens but the model's vocab_size is 36"):
+        save_checkpoint(tmp_path / "x.safetensors", small_model(), CharTokenizer("abcde"))
+
+
+def test_wrong_arguments(tmp_path, saved):
+    with pytest.raises(TypeError, match="`model` must be one of the companion's models"):
+        save_checkpoint(tmp_path / "x.safetensors", nn.Linear(2, 2), TOK)
+    with pytest.raises(TypeError, match="`tokenizer` must be one of the companion's tokenizers"):
+        save_checkpoint(tmp_path / "x.safetensors", small_model(), "abc")
+    with pytest.raises(TypeError, match="`info` must be JSON-serializable"):
+        save_checkpoint(tmp_path / "x.safetensors", small_model(), TOK, info={"f": object()})
+    with pytest.raises(TypeError, match="`path` must be a str or pathlib.Path"):
+        save_checkpoint(3, small_model(), TOK)
+    _, path = saved
+    with pytest.raises(TypeError, match="`model` must be None or a companion model"):
+        load_checkpoint(path, "model")
+    with pytest.raises(TypeError, match="holds a GPT, not a Linear"):
+        load_checkpoint(path, nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="made for another configuration: d_model=16 in the file but 32 in the model"):
+        load_checkpoint(path, small_model(d_model=32))
+
+
+def test_old_format_is_refused_and_upgraded(tmp_path):
+    """The first format's digest covered only the weights; upgrade_checkpoint converts such a file."""
+    import hashlib
+
+    model, tok = small_model(), TOK
+    tensors = {f"model.{k}": v.contiguous() for k, v in model.state_dict().items() if k != "head.weight"}
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name]
+        h.update(name.encode())
+        h.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    meta = {"format": "companion-gpt/1", "config": json.dumps(model.config.to_dict()),
+            "tokenizer": json.dumps({"chars": tok.chars}), "sha256": h.hexdigest(), "info": "{}"}
+    old = tmp_path / "old.safetensors"
+    save_file(tensors, str(old), metadata=meta)
+    with pytest.raises(ValueError, match="old format 'companion-gpt/1'.*upgrade_checkpoint"):
+        load_checkpoint(old)
+    new = upgrade_checkpoint(old, tmp_path / "new.safetensors")
+    loaded, _, _ = load_checkpoint(new)
+    idx = torch.randint(0, tok.vocab_size, (1, 8))
+    assert torch.equal(loaded(idx)[0], model.eval()(idx)[0])
+
+
+def test_the_shipped_model_loads_verified():
+    model, tok, extra = load_checkpoint(shipped_model_path())
+    assert split(shipped_model_path().read_bytes())[1]["__metadata__"]["format"] == FORMAT
+    assert tok.vocab_size == model.config.vocab_size == 69
+    assert extra["info"]["val_nats_per_char"] == pytest.approx(1.4421)
