@@ -122,7 +122,14 @@ def turn_tracked(x, position, theta):
     return turn(x, position, theta).requires_grad_()
 
 
-@pytest.mark.parametrize("right", [turn, turn_by_matrix, turn_complex, turn_float32, turn_tracked])
+def turn_tensor_of_scalars(x, position, theta):
+    a = position * theta
+    return torch.tensor([x[0] * math.cos(a) - x[1] * math.sin(a), x[0] * math.sin(a) + x[1] * math.cos(a)])
+
+
+@pytest.mark.parametrize(
+    "right", [turn, turn_by_matrix, turn_complex, turn_float32, turn_tracked, turn_tensor_of_scalars]
+)
 def test_rotate_pair_right_passes(right):
     fb = check.rotate_pair(right)
     assert fb.passed, fb
@@ -162,7 +169,14 @@ def _s(p, t):
     return math.sin(p * t)
 
 
+def _row_vector_rotation(x, p, t):  # x @ R with the shift exercise's R: turns the other way
+    a = p * t
+    R = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=x.dtype)
+    return x @ R
+
+
 ROTATE_MISTAKES = [
+    (_row_vector_rotation, "as x @ R does"),
     # rotation the wrong way (clockwise)
     (_by_formula(lambda x0, x1, p, t: (x0 * _c(p, t) + x1 * _s(p, t), -x0 * _s(p, t) + x1 * _c(p, t))), "clockwise"),
     # the angle without the position

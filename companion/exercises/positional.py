@@ -155,9 +155,10 @@ def _sequential(x0: float, x1: float, position: int, theta: float) -> tuple[floa
 # Each recognized mistake: (how it computes the pair from x0, x1, position, theta; the hint).
 _ROTATE_MISTAKES = [
     (lambda x0, x1, p, t: _turn(x0, x1, -p * t),
-     "you turned the pair clockwise (by -position * theta). The scores would still depend on "
-     "i - j only, as long as queries and keys turn the same way, but the exercise follows "
-     "RoFormer and apply_rotary: (x0 cos a - x1 sin a, x0 sin a + x1 cos a)."),
+     "you turned the pair clockwise (by -position * theta), as x @ R does with the matrix R "
+     "of the shift exercise. The scores would still depend on i - j only, as long as queries "
+     "and keys turn the same way, but the exercise follows RoFormer and apply_rotary: "
+     "(x0 cos a - x1 sin a, x0 sin a + x1 cos a)."),
     (lambda x0, x1, p, t: _turn(x0, x1, t),
      "the angle is position * theta: you turned every position by theta, so the position "
      "never enters."),
