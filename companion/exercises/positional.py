@@ -121,3 +121,174 @@ def score_terms(my_score_terms) -> None:
     if close(terms, [float(u @ A_t @ v) for u, v in [(x_i, x_j), (x_i, p_j), (p_i, x_j), (p_i, p_j)]]):
         hint("the middle matrix is W_q W_k^T (row vectors: q_i = (x_i + p_i) W_q), not W_k W_q^T.")
     hint(f"the four terms must add up to q_i . k_j = {score:.4f}, with q_i = (x_i + p_i) @ W_q and k_j = (x_j + p_j) @ W_k.")
+
+
+# --------------------------------------------------------------------------- Exercise 5.4: RoPE, one pair
+
+__all__.append("rotate_pair")
+
+# (x0, x1, position, theta): positions 0 and 1 sit among larger ones, so that every recognized
+# mistake (angle without the position, without theta, in degrees, ...) differs on some case.
+_ROTATE_CASES = [
+    (0.6, -1.3, 5, 0.3),
+    (-0.8, 0.4, 2, 1.1),
+    (1.7, 0.9, 11, 0.05),
+    (0.3, 2.0, 0, 0.7),
+    (1.2, -0.5, 1, 2.0),
+    (-1.1, -0.7, 7, 0.45),
+]
+
+
+def _turn(x0: float, x1: float, a: float) -> tuple[float, float]:
+    """The pair turned counterclockwise by ``a`` radians (RoFormer's and ``apply_rotary``'s direction)."""
+    c, s = math.cos(a), math.sin(a)
+    return (x0 * c - x1 * s, x0 * s + x1 * c)
+
+
+def _sequential(x0: float, x1: float, position: int, theta: float) -> tuple[float, float]:
+    """The slip of updating x0 first and then using the new x0 for x1."""
+    a = position * theta
+    y0 = x0 * math.cos(a) - x1 * math.sin(a)
+    return (y0, y0 * math.sin(a) + x1 * math.cos(a))
+
+
+# Each recognized mistake: (how it computes the pair from x0, x1, position, theta; the hint).
+_ROTATE_MISTAKES = [
+    (lambda x0, x1, p, t: _turn(x0, x1, -p * t),
+     "you turned the pair clockwise (by -position * theta), as x @ R does with the matrix R "
+     "of the shift exercise. The scores would still depend on i - j only, as long as queries "
+     "and keys turn the same way, but the exercise follows RoFormer and apply_rotary: "
+     "(x0 cos a - x1 sin a, x0 sin a + x1 cos a)."),
+    (lambda x0, x1, p, t: _turn(x0, x1, t),
+     "the angle is position * theta: you turned every position by theta, so the position "
+     "never enters."),
+    (lambda x0, x1, p, t: _turn(x0, x1, p),
+     "the angle is position * theta: you turned by the position alone (theta is the pair's "
+     "frequency, in radians per position)."),
+    (lambda x0, x1, p, t: _turn(x0, x1, p * t * math.pi / 180),
+     "math.cos and torch.cos take radians, and position * theta is already in radians: do not "
+     "convert it (no math.radians, no pi / 180)."),
+    (lambda x0, x1, p, t: _turn(x0, x1, p * t * 180 / math.pi),
+     "math.cos and torch.cos take radians: position * theta is the angle as it is (no "
+     "math.degrees, no 180 / pi)."),
+    (lambda x0, x1, p, t: _turn(x0, x1, p / t),
+     "the angle is position * theta, the position times the frequency, not position / theta."),
+    (lambda x0, x1, p, t: _turn(x0, x1, p * t)[::-1],
+     "the two components are swapped: the first output is x0 cos a - x1 sin a, the second "
+     "x0 sin a + x1 cos a."),
+    (lambda x0, x1, p, t: (x0, x1),
+     "the pair comes back unchanged: turn it by the angle a = position * theta."),
+    (lambda x0, x1, p, t: (x0 * math.sin(p * t) - x1 * math.cos(p * t),
+                           x0 * math.cos(p * t) + x1 * math.sin(p * t)),
+     "sin and cos are swapped: at position 0 (a = 0) the pair must come back unchanged, so "
+     "cos a multiplies x0 in the first component and x1 in the second."),
+    (_sequential,
+     "the second component used the already-turned first one: compute both from the original "
+     "x0 and x1 (keep a copy of x0 before you overwrite it)."),
+]
+for _s0, _s1 in [(1, 1), (-1, -1)]:  # one sign of the rotation matrix wrong (both: clockwise, above)
+    _ROTATE_MISTAKES.append((
+        lambda x0, x1, p, t, s0=_s0, s1=_s1: (
+            x0 * math.cos(p * t) + s0 * x1 * math.sin(p * t),
+            s1 * x0 * math.sin(p * t) + x1 * math.cos(p * t),
+        ),
+        "a sign is wrong: a rotation sends (1, 0) to (cos a, sin a) and (0, 1) to (-sin a, cos a), "
+        "so the result is (x0 cos a - x1 sin a, x0 sin a + x1 cos a).",
+    ))
+
+
+def _as_pair(out):
+    """``(values, problem)``: the student's result as a float64 tensor of shape (2,), or what is wrong."""
+    if out is None:
+        return None, "your function returned None: did you forget the `return`?"
+    if not isinstance(out, torch.Tensor):
+        try:
+            values = torch.as_tensor(out, dtype=torch.float64).reshape(-1)
+        except Exception:
+            values = None
+        kind = type(out).__name__
+        return values, (f"return a torch tensor of shape (2,) (got a {kind}); build it with "
+                        "torch.stack([y0, y1]) or torch.tensor([y0, y1]).")
+    if out.is_complex():
+        return None, ("return a real tensor of shape (2,), the two turned components (got a "
+                      "complex tensor: take torch.view_as_real of it, or write the rotation out).")
+    if tuple(out.shape) != (2,):
+        try:
+            values = out.detach().reshape(-1).to(torch.float64) if out.numel() == 2 else None
+        except Exception:
+            values = None
+        return values, f"return a tensor of shape (2,), like x (got shape {tuple(out.shape)})."
+    try:
+        values = out.detach().to(torch.float64).cpu()
+    except Exception:
+        return None, f"return a floating-point tensor (got dtype {out.dtype})."
+    if not bool(torch.isfinite(values).all()):
+        return None, f"your result contains NaN or infinity: {values.tolist()}."
+    return values, None
+
+
+def _score_table(rotate, q, k, theta: float, n: int):
+    """``S[i, j] = rotate(q, i, theta) . rotate(k, j, theta)`` for positions 0..n-1, or a problem."""
+    rows = []
+    for i in range(n):
+        qi, problem = _as_pair(rotate(q.clone(), i, theta))
+        if problem:
+            return None, problem
+        row = []
+        for j in range(n):
+            kj, problem = _as_pair(rotate(k.clone(), j, theta))
+            if problem:
+                return None, problem
+            row.append(float(qi @ kj))
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float64), None
+
+
+@checker("Exercise 5.4")
+def rotate_pair(my_rotate_pair) -> None:
+    """``my_rotate_pair(x, position, theta)``: the pair ``x`` (a tensor of shape (2,)) turned
+    counterclockwise by the angle ``a = position * theta``: ``(x0 cos a - x1 sin a, x0 sin a + x1 cos a)``."""
+    results = []
+    for x0, x1, position, theta in _ROTATE_CASES:
+        x = torch.tensor([x0, x1], dtype=torch.float64)
+        out = my_rotate_pair(x, position, theta)
+        if not torch.equal(x, torch.tensor([x0, x1], dtype=torch.float64)):
+            hint("your function changed x in place: return a new tensor and leave x as it was (RoPE "
+                 "turns the same query for many positions).")
+        values, problem = _as_pair(out)
+        right = _turn(x0, x1, position * theta)
+        if problem:
+            if values is not None and close(values, right):
+                hint("the numbers are right, but " + problem)
+            hint(problem)
+        results.append(values)
+
+    def matches(compute) -> bool:
+        return all(close(v, compute(x0, x1, p, t)) for v, (x0, x1, p, t) in zip(results, _ROTATE_CASES))
+
+    if not matches(lambda x0, x1, p, t: _turn(x0, x1, p * t)):
+        for compute, message in _ROTATE_MISTAKES:
+            if matches(compute):
+                hint(message)
+        for v, (x0, x1, p, t) in zip(results, _ROTATE_CASES):
+            right = _turn(x0, x1, p * t)
+            if not close(v, right):
+                got = ", ".join(f"{float(u):.4f}" for u in v)
+                hint(f"for x = ({x0}, {x1}), position {p}, theta {t} (a = {p * t:.2f} rad) the turned "
+                     f"pair is ({right[0]:.4f}, {right[1]:.4f}); yours is ({got}). Use "
+                     "(x0 cos a - x1 sin a, x0 sin a + x1 cos a).")
+
+    # The point of RoPE: the score of a turned query and a turned key depends on i - j only.
+    q = torch.tensor([0.9, -0.4], dtype=torch.float64)
+    k = torch.tensor([0.3, 1.2], dtype=torch.float64)
+    S, problem = _score_table(my_rotate_pair, q, k, 0.4, 8)
+    if problem:
+        hint(problem)
+    diagonals_constant = all(
+        close(torch.diagonal(S, offset), torch.diagonal(S, offset)[0].expand(8 - abs(offset)))
+        for offset in range(-7, 8)
+    )
+    if not diagonals_constant or close(S[0, 0], S[3, 0]):
+        hint("your function is right on the test pairs but not at positions 0..7 with theta = 0.4: "
+             "use (x0 cos a - x1 sin a, x0 sin a + x1 cos a) with a = position * theta everywhere.")
+    passed(f"q_5 . k_2 = q_7 . k_4 = {S[5, 2].item():.4f}: only i - j counts.")
