@@ -18,7 +18,7 @@ def test_parameter_count():
     assert "does not depend on h" in check.parameter_count(lambda d, h, bias: h * right(d, h, bias)).message
     assert "biases" in check.parameter_count(lambda d, h, bias: 4 * d * d).message
     assert "no biases" in check.parameter_count(lambda d, h, bias: 4 * d * d + 4 * d).message
-    assert "integer" in check.parameter_count(lambda d, h, bias: "many").message
+    assert "whole number" in check.parameter_count(lambda d, h, bias: "many").message
 
 
 def test_split_heads():

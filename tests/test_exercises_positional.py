@@ -52,7 +52,7 @@ def test_sinusoidal_right_passes():
         (lambda T, D: table(T, D, RIGHT, start=1), "positions start at 0"),
         (lambda T, D: table(T, D, RIGHT, c=1000.0), "c = 10000"),
         (lambda T, D: table(T, D, RIGHT).T, "one row per position"),
-        (lambda T, D: table(T, D, RIGHT) * 2, "compare your first two rows"),
+        (lambda T, D: table(T, D, RIGHT) * 2, "should be cos(0 / 10000**(0/16)) = 1.0000"),
     ],
 )
 def test_sinusoidal_mistakes(wrong, expected):
@@ -68,7 +68,8 @@ def test_shift_block():
     assert check.shift_block(lambda k, w: rot(k * w)).passed
     assert "transposed rotation" in check.shift_block(lambda k, w: rot(k * w).T).message
     assert "k * w" in check.shift_block(lambda k, w: rot(k)).message
-    assert "sin(a + b)" in check.shift_block(lambda k, w: torch.eye(2)).message
+    assert "identity" in check.shift_block(lambda k, w: torch.eye(2)).message
+    assert "sin(a + b)" in check.shift_block(lambda k, w: 2 * torch.eye(2)).message
     assert "2 x 2" in check.shift_block(lambda k, w: torch.eye(3)).message
 
 
