@@ -22,7 +22,7 @@ def ff_right(x, W1, b1, W2, b2):
         (lambda x, W1, b1, W2, b2: torch.relu(x @ W1) @ W2, "biases b1 and b2 are missing"),
         (lambda x, W1, b1, W2, b2: torch.relu(x @ W1) @ W2 + b2, "one of the two biases"),
         (lambda x, W1, b1, W2, b2: x + ff_right(x, W1, b1, W2, b2), "added by the block"),
-        (lambda x, W1, b1, W2, b2: torch.relu(x @ W1 + b1), "shape (5, 4)"),
+        (lambda x, W1, b1, W2, b2: torch.relu(x @ W1 + b1), "hidden layer"),
         (lambda x, W1, b1, W2, b2: torch.tanh(x @ W1 + b1) @ W2 + b2, "not tanh"),
     ],
 )
@@ -91,3 +91,10 @@ def test_block_params(wrong, expected):
 def test_stub_not_attempted(fn):
     assert fn(stub).status == "not attempted"
     assert fn(...).status == "not attempted"
+
+
+def test_block_params_rejects_a_fractional_count():
+    right = lambda d, h, f: 4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d  # noqa: E731
+    assert check.block_params(lambda d, h, f: float(right(d, h, f))).passed  # a whole float is fine
+    fb = check.block_params(lambda d, h, f: right(d, h, f) + 0.7)  # int() would have truncated it to right
+    assert fb.status == "hint" and "not a whole number" in fb.message

@@ -94,3 +94,14 @@ def test_score_terms():
 def test_stub_not_attempted(fn):
     assert fn(stub).status == "not attempted"
     assert fn(...).status == "not attempted"
+
+
+def test_integer_division_exponent_is_named_and_no_hint_quotes_matching_values():
+    floor = table(50, 16, lambda k, D: (2 * (k // 2)) // D)  # 2j // D is 0: every pair has frequency 1
+    small = table(9, 6, lambda k, D: (2 * (k // 2)) // D)
+    fb = check.sinusoidal(lambda T, D: floor if T == 50 else small)
+    assert fb.status == "hint" and "integer division" in fb.message
+    # The generic fallback quotes an entry where the student's table differs, never one where it agrees.
+    columns = lambda D: ((torch.arange(D) == 2) | (torch.arange(D) == 3)) * 0.5  # noqa: E731
+    shifted = check.sinusoidal(lambda T, D: sinusoidal_encoding(T, D) + columns(D))
+    assert shifted.kind == "generic" and "P[0, 2] should be sin(0 / 10000**(2/16)) = 0.0000" in shifted.message

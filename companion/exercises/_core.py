@@ -152,7 +152,7 @@ def checker(exercise: str) -> Callable[[Callable[..., None]], Callable[..., Feed
                                     "write your code where it says `raise NotImplementedError`, then run this cell again.")
                 return Feedback(exercise, HINT, f"your code raised {type(exc).__name__}: {exc}{_where(exc)}", RAISED)
             except Exception as exc:  # noqa: BLE001 - the checker's own code failed: a bug of ours
-                return Feedback(exercise, INTERNAL, _internal_message(exc), INTERNAL)
+                return Feedback(exercise, INTERNAL, _internal_message(exc), "internal")
             return Feedback(exercise, PASSED, "well done.")
 
         check.exercise = exercise  # type: ignore[attr-defined]
