@@ -87,7 +87,7 @@ def test_train_step():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
         optimizer.step()
-        return float(loss)
+        return loss.item()
 
     assert check.train_step(using_the_models_loss).passed
 

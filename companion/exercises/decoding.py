@@ -236,6 +236,8 @@ def length_ranking(my_length_ranking) -> None:
         ranking = _as_indices(got, len(scores))
         if ranking is None:
             if isinstance(got, (list, tuple)) and got and all(isinstance(v, float) for v in got):
+                if sorted(got) == list(range(len(scores))):
+                    hint(f"return the indices as a list of ints; you returned floats ({got}).")
                 hint("you returned scores; return the indices of the hypotheses, best first "
                      "(sorted(range(len(scores)), key=...)).")
             hint(f"return the indices of the hypotheses as a list of ints, best first (got {describe(got)}).")
@@ -254,7 +256,7 @@ def length_ranking(my_length_ranking) -> None:
         (lambda x, n, a: x / n, "you divided by the length but forgot the exponent `alpha`: `score / length ** alpha`."),
         (lambda x, n, a: x / ((5 + n) / 6) ** a, "that is the GNMT length penalty ((5 + length) / 6) ** alpha; "
                                                  "this exercise divides by `length ** alpha` itself."),
-        (lambda x, n, a: x / n * a, "the exponent: `length ** alpha`, not `length * alpha`."),
+        (lambda x, n, a: x / (n * a) if a else x, "the exponent: `length ** alpha`, not `length * alpha`."),
         (lambda x, n, a: x / a**n if a else x, "base and exponent are swapped: `length ** alpha`, not `alpha ** length`."),
     ]
     for key, message in mistakes:
@@ -352,7 +354,7 @@ def cached_attention(my_cached_attention) -> None:
             hint("return only the attention output (B, 1, d), not a tuple.")
         got = require_tensor(got, "the attention output, a tensor of shape (B, 1, d)")
         weights = torch.softmax(q[:, new] @ k[:, : t + 1].transpose(-2, -1) / math.sqrt(d), dim=-1)  # (B, 1, t+1)
-        if t >= 1 and close(got, weights):
+        if close(got, weights):
             hint("you returned the attention weights (B, 1, t); return the output, weights @ values (B, 1, d).")
         if not isinstance(cache, dict) or not isinstance(cache.get("k"), torch.Tensor) or not isinstance(
                 cache.get("v"), torch.Tensor):
