@@ -5,17 +5,22 @@
     python -m companion.student --out handout 3 # another output folder
     python -m companion.student --times         # write the measured run times into book/instructors.md
 
-A student notebook is the book's notebook with exactly two changes:
+A student notebook is the book's notebook with:
 
-* every code cell tagged ``solution`` has its source replaced by the stub stored in its cell
-  metadata (``metadata.course.stub``);
-* every output is cleared (outputs, execution counts and the execution timestamps).
+* every code cell tagged ``solution`` holding the stub stored in its cell metadata
+  (``metadata.course.stub``) instead of the solution;
+* every output cleared (outputs, execution counts and the execution timestamps);
+* plain Markdown (CommonMark) instead of MyST, so that it reads right in Jupyter, JupyterLab,
+  VS Code and Colab: each exercise is a heading "Exercise C.k — title" with its task, the
+  hidden-solution markers are gone, figures show their image (a cell attachment) and caption,
+  admonitions are block quotes, cross-references are links or text, citations are author-year
+  text with a reference list at the end (see :func:`plain_markdown`). MyST syntax it does not know
+  stops the build (:class:`UnknownSyntax`) instead of reaching a student as raw text.
 
-Everything else (markdown, the other code cells, tags, the check cells) stays as it is, so the
-check cells report "not attempted yet" until the student writes an answer. The notebooks import the
-installed ``companion`` package (``bash scripts/setup.sh``), and chapters 7 and 8 also read the
-shipped model at ``../checkpoints/``: keep the student folder beside ``book/`` in a clone of the
-repository (the default, ``student/``, is).
+The code cells (imports, check cells, tags) stay as they are, so the check cells report "not
+attempted yet" until the student writes an answer. The notebooks import the ``companion`` package;
+with it installed (``pip install "git+https://github.com/transformers-built-by-hand/course"``) they
+run from any folder, with no network: the Shakespeare text and the shipped model are package data.
 """
 from __future__ import annotations
 

@@ -414,3 +414,91 @@ def test_times_are_written_between_the_markers(tmp_path):
 def test_the_instructors_page_has_the_times_markers():
     text = student.INSTRUCTORS.read_text()
     assert student._TIMES_START in text and student._TIMES_END in text
+
+
+# --- tracebacks: a student's own error keeps its frames -----------------------------------------------
+
+def test_a_students_error_shows_a_full_traceback(tmp_path, monkeypatch):
+    """setup() leaves error reports alone: an error in a student's function shows every frame and
+    the failing line (the book's own one-line errors are made when the book is saved, not here)."""
+    for key, value in ENV.items():
+        monkeypatch.setenv(key, value)
+    # A student's kernel has no IPYKERNEL_CELL_NAME (the tests set it to keep warnings path-free; with
+    # it, every cell has the same file name and IPython cannot quote the source lines).
+    monkeypatch.delenv("IPYKERNEL_CELL_NAME", raising=False)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("from companion.notebook import setup\n\nsetup()"),
+        nbformat.v4.new_code_cell("def my_softmax(x):\n    total = sum(x)\n    return [v / (total - total) for v in x]"),
+        nbformat.v4.new_code_cell("my_softmax([1.0, 2.0])"),
+    ]
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    errors = [o for o in nb.cells[2].outputs if o.output_type == "error"]
+    assert errors and errors[0].ename == "ZeroDivisionError"
+    frames = [re.sub(r"\x1b\[[0-9;]*m", "", entry) for entry in errors[0].traceback]
+    text = "\n".join(frames)
+    assert "my_softmax([1.0, 2.0])" in text, text  # the calling line, in the cell that failed
+    assert "return [v / (total - total) for v in x]" in text, text  # the failing line of the function
+    assert len([f for f in frames if "line" in f.lower() or "---->" in f]) >= 2, f"a one-frame traceback: {text}"
+
+
+# --- the download link on each chapter page (book/_ext/student_downloads.py) --------------------------
+
+def _extension():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("student_downloads", ROOT / "book" / "_ext" / "student_downloads.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_download_link_points_at_the_student_notebook():
+    ext = _extension()
+    assert ext.download_path("book/02_attention") == "student/02_attention.ipynb"
+    link = ext.link_html("book/02_attention.html", "book/02_attention")
+    assert 'href="../student/02_attention.ipynb" download>Download the student version (no solutions)</a>' in link
+    assert 'href="student/01_x.ipynb"' in ext.link_html("01_x.html", "01_x")
+
+
+@pytest.mark.slow
+def test_a_built_chapter_page_links_to_its_student_notebook(tmp_path):
+    """A small Sphinx project (MyST-NB, sphinx-exercise, bibtex, the extension) with one chapter:
+    the built page has the link under its title, and the file it names is a valid student notebook."""
+    from sphinx.application import Sphinx
+
+    src = tmp_path / "src"
+    book = src / "book"
+    book.mkdir(parents=True)
+    (book / "references.bib").write_text("@article{smith2020a, title={T}, author={Smith, Ann}, journal={J}, year={2020}}\n")
+    nb = _toy_notebook()
+    nb.cells[0].source = "# Toy\n\nAs {cite:p}`smith2020a` says.\n\n```{exercise} Double it\n:label: ex-double\n\nWrite `f`.\n```"
+    nb.cells.insert(2, nbformat.v4.new_markdown_cell("````{solution-start} ex-double\n:class: dropdown\n````"))
+    nb.cells.insert(4, nbformat.v4.new_markdown_cell("```{solution-end}\n```"))
+    nbformat.write(nb, book / "01_toy.ipynb")
+    (src / "index.md").write_text("# Index\n\n```{toctree}\nbook/01_toy\n```\n")
+    (src / "conf.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'book' / '_ext')!r})\n"
+        "extensions = ['myst_nb', 'sphinx_exercise', 'sphinxcontrib.bibtex', 'student_downloads']\n"
+        "bibtex_bibfiles = ['book/references.bib']\nbibtex_reference_style = 'author_year'\n"
+        "nb_execution_mode = 'off'\nexclude_patterns = ['_build']\n")
+    out = tmp_path / "html"
+    app = Sphinx(str(src), str(src), str(out), str(tmp_path / "doctrees"), "html", status=None, warning=None,
+                 freshenv=True)
+    app.build()
+    page = (out / "book" / "01_toy.html").read_text()
+    link = re.search(r'</h1>\s*<p class="student-download"><a [^>]*href="([^"]+)"[^>]*\bdownload>'
+                     r"Download the student version \(no solutions\)</a></p>", page)
+    assert link, "no download link right under the chapter's title"
+    attrs = {"href": link.group(1)}
+    target = (out / "book" / attrs["href"]).resolve()
+    assert target.is_file(), f"the link names {attrs['href']}, which the build did not write"
+    mine = nbformat.read(target, as_version=4)
+    nbformat.validate(mine)
+    assert any("raise NotImplementedError" in c.source for c in mine.cells) and "return 2 * x" not in str(mine)
+    assert mine.cells[0].source.startswith("# Toy") and "### Exercise 1.1 — Double it" in mine.cells[0].source
+    assert "(Smith, 2020)" in mine.cells[0].source
+    assert all(not _markdown_problems(c.source) for c in mine.cells if c.cell_type == "markdown")
