@@ -132,3 +132,75 @@ def test_top_k_filter():
     for expected, fn in cases.items():
         fb = check.top_k_filter(fn)
         assert fb.status == "hint" and expected in fb.message, (expected, fb)
+
+
+# ------------------------------------------------------------------ issue 10 cases
+def test_greedy_step_rejects_samplers():
+    """A sampler passes only if it draws the argmax on 96 near-tied rows: probability < 1e-12."""
+    def sampler(temperature):
+        def step(model, ids):
+            probs = (model(ids)[:, -1] / temperature).softmax(-1)
+            return torch.cat([ids, torch.multinomial(probs, 1)], 1)
+        return step
+
+    for temperature in (1.0, 0.3, 0.01):
+        for _ in range(5):
+            fb = check.greedy_step(sampler(temperature))
+            assert fb.status == "hint" and ("samples" in fb.message or "second most probable" in fb.message), fb
+
+
+def test_length_ranking_names_gnmt_and_never_misattributes():
+    gnmt = lambda s, l, a: sorted(range(len(s)), key=lambda i: -s[i] / ((5 + l[i]) / 6) ** a)  # noqa: E731
+    fb = check.length_ranking(gnmt)
+    assert fb.status == "hint" and "GNMT" in fb.message and "raw sum" not in fb.message
+
+
+# ------------------------------------------------------------------ 8.5 KV cache by hand
+def cached_ok(q_new, k_new, v_new, cache):
+    cache["k"] = k_new if cache["k"] is None else torch.cat([cache["k"], k_new], 1)
+    cache["v"] = v_new if cache["v"] is None else torch.cat([cache["v"], v_new], 1)
+    w = torch.softmax(q_new @ cache["k"].transpose(-2, -1) / math.sqrt(q_new.shape[-1]), -1)  # (B, 1, t)
+    return w @ cache["v"]
+
+
+def test_cached_attention():
+    assert check.cached_attention(cached_ok).passed
+
+    def stub(q_new, k_new, v_new, cache):
+        raise NotImplementedError
+
+    assert check.cached_attention(stub).status == "not attempted"
+
+    def before(q_new, k_new, v_new, cache):  # attends to the old cache, then appends
+        keys = k_new if cache["k"] is None else cache["k"]
+        values = v_new if cache["v"] is None else cache["v"]
+        out = torch.softmax(q_new @ keys.transpose(-2, -1) / math.sqrt(q_new.shape[-1]), -1) @ values
+        cached_ok(q_new, k_new, v_new, cache)
+        return out
+
+    def unscaled(q_new, k_new, v_new, cache):
+        cached_ok(q_new, k_new, v_new, cache)
+        return torch.softmax(q_new @ cache["k"].transpose(-2, -1), -1) @ cache["v"]
+
+    def prepended(q_new, k_new, v_new, cache):
+        cache["k"] = k_new if cache["k"] is None else torch.cat([k_new, cache["k"]], 1)
+        cache["v"] = v_new if cache["v"] is None else torch.cat([v_new, cache["v"]], 1)
+        return torch.softmax(q_new @ cache["k"].transpose(-2, -1) / math.sqrt(q_new.shape[-1]), -1) @ cache["v"]
+
+    def forgets(q_new, k_new, v_new, cache):
+        return torch.softmax(q_new @ k_new.transpose(-2, -1), -1) @ v_new
+
+    def twice(q_new, k_new, v_new, cache):
+        cached_ok(q_new, k_new, v_new, cache)
+        k, v = torch.cat([cache["k"], k_new], 1), torch.cat([cache["v"], v_new], 1)
+        return torch.softmax(q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1]), -1) @ v
+
+    def weights(q_new, k_new, v_new, cache):
+        cached_ok(q_new, k_new, v_new, cache)
+        return torch.softmax(q_new @ cache["k"].transpose(-2, -1) / math.sqrt(q_new.shape[-1]), -1)
+
+    cases = {"does not see itself": before, "forgot the scale": unscaled, "wrong order": prepended,
+             "the cache must hold": forgets, "attended twice": twice, "attention weights": weights}
+    for expected, fn in cases.items():
+        fb = check.cached_attention(fn)
+        assert fb.status == "hint" and fb.kind == "specific" and expected in fb.message, (expected, fb)

@@ -52,7 +52,7 @@ def test_sinusoidal_right_passes():
         (lambda T, D: table(T, D, RIGHT, start=1), "positions start at 0"),
         (lambda T, D: table(T, D, RIGHT, c=1000.0), "c = 10000"),
         (lambda T, D: table(T, D, RIGHT).T, "one row per position"),
-        (lambda T, D: table(T, D, RIGHT) * 2, "compare your first two rows"),
+        (lambda T, D: table(T, D, RIGHT) * 2, "should be cos(0 / 10000**(0/16)) = 1.0000"),
     ],
 )
 def test_sinusoidal_mistakes(wrong, expected):
@@ -68,7 +68,8 @@ def test_shift_block():
     assert check.shift_block(lambda k, w: rot(k * w)).passed
     assert "transposed rotation" in check.shift_block(lambda k, w: rot(k * w).T).message
     assert "k * w" in check.shift_block(lambda k, w: rot(k)).message
-    assert "sin(a + b)" in check.shift_block(lambda k, w: torch.eye(2)).message
+    assert "identity" in check.shift_block(lambda k, w: torch.eye(2)).message
+    assert "sin(a + b)" in check.shift_block(lambda k, w: 2 * torch.eye(2)).message
     assert "2 x 2" in check.shift_block(lambda k, w: torch.eye(3)).message
 
 
@@ -277,3 +278,14 @@ def test_rotate_pair_right_only_on_the_test_cases_fails():
 def test_rotate_pair_stub_not_attempted():
     assert check.rotate_pair(stub).status == "not attempted"
     assert check.rotate_pair(...).status == "not attempted"
+
+
+def test_integer_division_exponent_is_named_and_no_hint_quotes_matching_values():
+    floor = table(50, 16, lambda k, D: (2 * (k // 2)) // D)  # 2j // D is 0: every pair has frequency 1
+    small = table(9, 6, lambda k, D: (2 * (k // 2)) // D)
+    fb = check.sinusoidal(lambda T, D: floor if T == 50 else small)
+    assert fb.status == "hint" and "integer division" in fb.message
+    # The generic fallback quotes an entry where the student's table differs, never one where it agrees.
+    columns = lambda D: ((torch.arange(D) == 2) | (torch.arange(D) == 3)) * 0.5  # noqa: E731
+    shifted = check.sinusoidal(lambda T, D: sinusoidal_encoding(T, D) + columns(D))
+    assert shifted.kind == "generic" and "P[0, 2] should be sin(0 / 10000**(2/16)) = 0.0000" in shifted.message
