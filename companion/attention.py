@@ -216,7 +216,8 @@ class SelfAttention(nn.Module):
     def forward(self, x: Tensor, *, attn_mask: Tensor | None = None,
                 is_causal: bool = False) -> tuple[Tensor, Tensor]:
         B, T, C = check_vectors("x", x, self.d_model, like=self.q_proj.weight)
-        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, T, d_head)
+        q = self.q_proj(x)  # (B, T, d_model) -> (B, T, d_head)
+        k, v = self.k_proj(x), self.v_proj(x)  # (B, T, d_head) each
         return scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, is_causal=is_causal)
 

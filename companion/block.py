@@ -41,6 +41,12 @@ _ACTIVATIONS = {
 }
 
 
+def _check_input(x: Tensor, module: nn.Module) -> tuple[int, int, int]:
+    """``x`` must be ``(B, T, d_model)`` vectors on the module's device, of its dtype."""
+    weight = next(module.parameters())
+    return check_vectors("x", x, module.d_model, like=weight)
+
+
 def _resolve_d_ff(d_model: int, d_ff: int | None) -> int:
     d_model = check_int("d_model", d_model, minimum=1)
     if d_ff is None:
@@ -78,9 +84,9 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        B, T, C = check_vectors("x", x, self.d_model, like=self.linear1.weight)
+        B, T, C = _check_input(x, self)
         h = _ACTIVATIONS[self.activation](self.linear1(x))  # (B, T, d_ff)
-        return self.linear2(self.dropout(h))  # (B, T, d_ff) -> (B, T, d_model)
+        return self.linear2(self.dropout(h))  # (B, T, d_model)
 
 
 def _copy_linear_and_norms(ours: nn.Module, theirs: nn.Module, norms: list[str]) -> None:

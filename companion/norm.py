@@ -55,7 +55,7 @@ class LayerNorm(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         _check_input(x, self.d_model, "LayerNorm")
         *_, C = x.shape  # (..., d_model): each position normalized on its own
-        centred = x - x.mean(dim=-1, keepdim=True)  # subtract each token's mean
+        centred = x - x.mean(dim=-1, keepdim=True)  # minus each token's mean
         # A second, cheap pass removes the rounding left in the mean when the
         # mean is large and the spread tiny (float32 rows such as
         # 1000 + 0.01 * noise); mathematically it subtracts zero.
