@@ -59,7 +59,8 @@ def _short(value: Any, limit: int = 60) -> str:
 
 def _got(name: str, value: Any) -> str:
     """``name=value, a type`` for a value of the wrong kind."""
-    return f"{name}={_short(value)}, a {type(value).__name__}"
+    kind = type(value).__name__
+    return f"{name}={_short(value)}, {'an' if kind[0] in 'aeiouAEIOU' else 'a'} {kind}"
 
 
 def _suffix(hint: str) -> str:
