@@ -151,7 +151,7 @@ def save_checkpoint(path, model: nn.Module, tokenizer, *, train_state: dict | No
     name = _model_name(model)
     tok_name = _tokenizer_name(tokenizer)
     config = model.config
-    _check_vocab(config, tokenizer, "save_checkpoint")
+    _check_vocab(config, tokenizer, "`tokenizer` and `model` disagree")
     for arg, value in (("train_state", train_state), ("info", info), ("optimizer_tensors", optimizer_tensors)):
         if value is not None:
             check_instance(arg, value, dict, "a dict or None")
@@ -280,7 +280,8 @@ def load_checkpoint(path, model: nn.Module | None = None) -> tuple[nn.Module, An
         model = model_cls(config)
     else:
         if type(model) is not model_cls:
-            raise TypeError(f"checkpoint {str(path)!r} holds a {meta['model']}, not a {type(model).__name__}")
+            raise TypeError(f"`model` must be a {meta['model']} to load checkpoint {str(path)!r} into: it holds a "
+                            f"{meta['model']}, not a {type(model).__name__} (pass model=None to build one)")
         if model.config != config:
             mine, saved = dataclasses.asdict(model.config), dataclasses.asdict(config)
             diff = ", ".join(f"{k}={saved[k]} in the file but {mine[k]} in the model" for k in saved if mine.get(k) != saved[k])

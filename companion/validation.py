@@ -238,7 +238,7 @@ def check_tensor(name: str, x: Any, *, shape: Sequence[Any] | None = None, dtype
                     label = entry[0] if isinstance(entry, tuple) else entry
                     raise ValueError(
                         f"`{name}` must not be empty: shape {_shape_text(spec)} needs {label} >= 1 "
-                        f"(got shape={got}); pass at least one sequence of at least one token"
+                        f"(got shape={got})"
                     )
     return x
 
@@ -352,8 +352,8 @@ def check_logits(name: str, logits: Tensor, *, what: str | None = None, hint: st
         raise ValueError(f"{what} must not hold +inf (got +inf at position {_first(posinf)}){fix}")
     dead = (logits == float("-inf")).all(-1)
     if bool(dead.any()):
-        raise ValueError(f"{what} must leave at least one possible token, but every entry of row "
-                         f"{_first(dead) if dead.ndim else ()} is -inf{fix}")
+        where = f"of row {_first(dead)} " if dead.ndim else ""
+        raise ValueError(f"{what} must leave at least one possible token, but every entry {where}is -inf{fix}")
     return logits
 
 
