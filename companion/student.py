@@ -95,6 +95,18 @@ def _normalized(source: str) -> str:
     return "\n".join(line.rstrip() for line in source.strip().splitlines())
 
 
+def shown_error(source: str) -> str:
+    """A cell that raises on purpose, rewritten to print its error and let the notebook go on.
+
+    The book tags such cells ``raises-exception``; JupyterLab honours the tag, but other front ends
+    (Colab, VS Code) stop "Run all" at the error. The student version catches and prints it.
+    """
+    body = "\n".join("    " + line if line.strip() else "" for line in source.rstrip("\n").splitlines())
+    return ("# This cell raises an error on purpose: it is printed, and the notebook goes on.\n"
+            f"try:\n{body}\nexcept Exception as error:\n"
+            '    print(f"{type(error).__name__}: {error}")')
+
+
 def student_version(nb, name: str = "notebook", book: "Path | Book | None" = None, plain: bool = True):
     """A copy of ``nb`` for students: solutions replaced by stubs, outputs cleared, plain Markdown.
 
@@ -104,6 +116,9 @@ def student_version(nb, name: str = "notebook", book: "Path | Book | None" = Non
     attachment and their caption as text, cross-references and citations become links and
     readable text. ``book`` is the folder of the chapters (for cross-references, figures and the
     bibliography; by default the notebook's own ``name`` must be found in :data:`BOOK`).
+
+    A cell that raises an error on purpose (tag ``raises-exception``) is rewritten by
+    :func:`shown_error` to print the error, so that "Run all" goes through in every front end.
 
     Raises ValueError when a solution cell has no stub or a stub that equals its solution, and
     :class:`UnknownSyntax` for MyST syntax the conversion does not know.
@@ -117,6 +132,9 @@ def student_version(nb, name: str = "notebook", book: "Path | Book | None" = Non
             continue
         if is_solution(cell):
             cell.source = stub_of(cell).rstrip("\n")
+        elif "raises-exception" in cell.metadata.get("tags", []):
+            cell.source = shown_error(cell.source)
+            cell.metadata["tags"] = [t for t in cell.metadata["tags"] if t != "raises-exception"]
         cell.outputs = []
         cell.execution_count = None
         cell.metadata.pop("execution", None)

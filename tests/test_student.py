@@ -108,6 +108,17 @@ def test_student_version_replaces_solutions_and_clears_outputs():
     assert nb.cells[2].source == "def f(x):\n    return 2 * x", "the book's notebook must not be modified"
 
 
+def test_an_error_shown_on_purpose_is_printed_so_run_all_goes_on(capsys):
+    """Colab and VS Code ignore the raises-exception tag: "Run all" would stop at such a cell."""
+    nb = _toy_notebook()
+    nb.cells.insert(2, nbformat.v4.new_code_cell("y = [1, 2]\n\ny[5]", metadata={"tags": ["raises-exception", "keep"]}))
+    cell = student.student_version(nb).cells[2]
+    assert cell.metadata["tags"] == ["keep"]
+    exec(compile(cell.source, "<cell>", "exec"), {})  # must not raise
+    assert capsys.readouterr().out == "IndexError: list index out of range\n"
+    assert "    y[5]" in cell.source and cell.source.startswith("# This cell raises an error on purpose")
+
+
 def test_student_version_refuses_a_missing_or_unchanged_stub():
     nb = _toy_notebook()
     del nb.cells[2].metadata["course"]
