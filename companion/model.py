@@ -140,7 +140,10 @@ class GPT(nn.Module):
             raise TypeError(f"`idx` must hold integer token ids (dtype torch.long), got dtype {idx.dtype}")
         if idx.ndim != 2:
             raise ValueError(f"`idx` must have shape (B, T) (got shape {tuple(idx.shape)})")
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= c.vocab_size):
+        # the range check reads min and max back from the device: only on the CPU, where that is free
+        # (on a GPU it would stall every step; an id out of range there trips embedding's own assert)
+        on_cpu = idx.device.type == "cpu" and not torch.compiler.is_compiling()
+        if on_cpu and idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= c.vocab_size):
             raise ValueError(f"`idx` must hold token ids in [0, {c.vocab_size}) (got values from {int(idx.min())} to {int(idx.max())})")
         if start + idx.shape[1] > c.context_length:
             raise ValueError(
@@ -170,7 +173,12 @@ class GPT(nn.Module):
         loss = None
         if targets is not None:
             V = logits.shape[-1]
-            loss = F.cross_entropy(logits.reshape(B * T, V).float(), targets.reshape(B * T))  # mean of -log p(target)
+            flat = logits.reshape(B * T, V)  # (B*T, V)
+            if not torch.is_autocast_enabled(flat.device.type):
+                flat = flat.float()  # a no-op for float32 weights
+            # under autocast the softmax runs in float32 by itself, with no
+            # float32 copy of the logits; the loss: mean of -log p(target)
+            loss = F.cross_entropy(flat, targets.reshape(B * T))
         return logits, loss
 
     @torch.no_grad()
