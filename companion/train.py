@@ -611,6 +611,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=Path("runs/gpt.safetensors"), help="checkpoint to write (default: runs/gpt.safetensors)")
     parser.add_argument("--weights-only", action="store_true", help="write only the weights (small file that cannot be resumed)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-score", action="store_true", help="skip the final score on the whole held-out text (quicker; "
+                        "the checkpoint then records only the last estimate)")
     return parser
 
 
@@ -721,15 +723,19 @@ def _run(args, argv, model_kw: dict, train_kw: dict) -> int:
         say(f"compiling took {trainer.compile_seconds:.0f} s (before the clock started)")
     if not main_process:
         return 0
-    val = evaluate_text(trainer.model, corpus.val_ids)
     info = {"command": "python -m companion.train " + " ".join(sys.argv[1:] if argv is None else argv),
             "steps": trainer.step, "seconds": round(history.seconds, 1), "tokens": history.tokens,
             "threads": torch.get_num_threads(), "device": str(trainer.device), "processes": trainer.world_size,
-            "global_batch": trainer.global_batch, "val_nats_per_char": round(val, 4),
-            "val_bits_per_char": round(val / math.log(2), 4)}
+            "global_batch": trainer.global_batch}
+    speed = f"after {trainer.step} steps, {history.seconds:.0f} s, {history.tokens / max(history.seconds, 1e-9):,.0f} tokens/s"
+    if args.no_score:
+        last = f"; last estimate {history.val_loss[-1]:.4f} nats/char" if history.val_loss else ""
+        say(f"held-out plays: not scored (--no-score){last} {speed}")
+    else:
+        val = evaluate_text(trainer.model, corpus.val_ids)
+        info.update(val_nats_per_char=round(val, 4), val_bits_per_char=round(val / math.log(2), 4))
+        say(f"held-out plays: {val:.4f} nats/char = {val / math.log(2):.4f} bits/char {speed}")
     path = trainer.save(args.out, resumable=not args.weights_only, info=info)
-    say(f"held-out plays: {val:.4f} nats/char = {val / math.log(2):.4f} bits/char after {trainer.step} steps, "
-        f"{history.seconds:.0f} s, {history.tokens / max(history.seconds, 1e-9):,.0f} tokens/s")
     say(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
     say(next_steps(path, resumable=not args.weights_only))
     return 0
