@@ -174,8 +174,8 @@ class GPT(nn.Module):
         if targets is not None:
             V = logits.shape[-1]
             flat = logits.reshape(B * T, V)  # (B*T, V)
-            if not torch.is_autocast_enabled(flat.device.type):
-                flat = flat.float()  # a no-op for float32 weights
+            if flat.dtype == self.head.weight.dtype:  # no autocast:
+                flat = flat.float()  # softmax in float32 (no-op for float32)
             # under autocast the softmax runs in float32 by itself, with no
             # float32 copy of the logits; the loss: mean of -log p(target)
             loss = F.cross_entropy(flat, targets.reshape(B * T))
