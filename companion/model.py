@@ -226,8 +226,13 @@ class GPT(nn.Module):
         loss = None
         if targets is not None:  # -log p(target), summed, then averaged
             V = logits.shape[-1]
-            nll = F.cross_entropy(logits.reshape(B * T, V).float(),
-                                  targets.reshape(B * T), reduction="sum")
+            flat = logits.reshape(B * T, V)  # (B*T, V)
+            if flat.dtype == self.head.weight.dtype:  # no autocast:
+                flat = flat.float()  # softmax in float32 (no-op for float32)
+            # (under autocast cross_entropy runs in float32 by itself, with
+            # no float32 copy of the logits)
+            nll = F.cross_entropy(flat, targets.reshape(B * T),
+                                  reduction="sum")
             counted = (targets != IGNORE_INDEX).sum()  # positions not ignored
             loss = nll / counted.clamp(min=1)  # no NaN when all are ignored
         return logits, loss

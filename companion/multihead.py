@@ -177,10 +177,11 @@ class MultiHeadAttention(nn.Module):
         if is_causal and S < T:
             raise ValueError(f"`is_causal` needs at least as many keys as queries (got T={T}, S={S})")
 
+        q, k, v = self._project(query, key, value)  # (B, T, C), (B, S_new, C), (B, S_new, C)
         # (B, T, d_model) -> (B, T, h, d_head) -> (B, h, T, d_head): heads folded into the batch
-        q = self.q_proj(query).view(B, T, h, d_head).transpose(1, 2)
-        k = self.k_proj(key).view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S_new, d_head)
-        v = self.v_proj(value).view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S_new, d_head)
+        q = q.view(B, T, h, d_head).transpose(1, 2)
+        k = k.view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S_new, d_head)
+        v = v.view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S_new, d_head)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, h, S_past + T, d_head)
         assert k.shape[2] == S
@@ -211,6 +212,26 @@ class MultiHeadAttention(nn.Module):
         if average_weights:
             weights = weights.mean(dim=1)  # (B, h, T, S) -> (B, T, S)
         return out, weights
+
+    def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``query W_q^T``, ``key W_k^T``, ``value W_v^T`` (plus biases).
+
+        In self-attention (``key`` and ``value`` are ``query``) the three products are done as one,
+        ``query @ [W_q; W_k; W_v]^T``, as ``torch.nn.MultiheadAttention`` and nanoGPT do: the input
+        is read once, and on a GPU one large matrix product (and, under autocast, one cast of the
+        weights) replaces three. The weights stay the three ``nn.Linear`` modules that chapter 3
+        teaches and checkpoints store; ``torch.cat`` stacks them for this call and the gradient
+        flows back to each. The same function as three products (equal up to rounding).
+
+        Shapes: query (B, T, C), key and value (B, S, C) -> (B, T, C), (B, S, C), (B, S, C).
+        """
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        if key is query and value is query and all(type(m) is nn.Linear for m in projections):
+            w = torch.cat([m.weight for m in projections])  # 3 x (C, C) -> (3C, C)
+            b = None if self.q_proj.bias is None else torch.cat([m.bias for m in projections])  # (3C,)
+            q, k, v = F.linear(query, w, b).chunk(3, dim=-1)  # (B, T, C) @ (C, 3C) -> (B, T, 3C) -> 3 x (B, T, C)
+            return q, k, v
+        return self.q_proj(query), self.k_proj(key), self.v_proj(value)
 
     @staticmethod
     def _every_query_has_a_key(mask: Tensor) -> bool:

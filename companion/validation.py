@@ -284,6 +284,8 @@ def _device_assert(ok: Tensor, message: str) -> None:
 def _check_range(name: str, t: Tensor, high: int, what: str, allowed: int | None, hint: str) -> None:
     """Every entry of the integer tensor ``t`` must lie in ``[0, high)`` or equal ``allowed``."""
     span = f"[0, {high})" + (f" or {allowed}" if allowed is not None else "")
+    if torch.compiler.is_compiling():  # reading values back would break the compiled graph
+        return
     if t.device.type != "cpu":
         if t.numel():
             bad = (t < 0) | (t >= high)
@@ -337,6 +339,8 @@ def check_logits(name: str, logits: Tensor, *, what: str | None = None, hint: st
     """
     what = what or f"`{name}`"
     fix = _suffix(hint)
+    if torch.compiler.is_compiling():
+        return logits
     if logits.device.type != "cpu":
         if logits.numel():
             ok = ~(logits.isnan().any() | logits.isposinf().any() | (logits == float("-inf")).all(-1).any())
