@@ -48,15 +48,13 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 # Console and page errors that are known and harmless. Each must say why it is harmless.
+# (The "Identifier 'THEBE_JS_URL' has already been declared" error that Sphinx 7 caused on every
+# page is gone: book/_ext/page_assets.py drops the repeated inline scripts. The book has a
+# favicon, so Chromium no longer asks for a missing /favicon.ico.)
 KNOWN_HARMLESS = [
-    # jupyter-book 1.0.4 pins Sphinx 7, whose pages declare sphinx-thebe's constant twice
-    # (fixed in later Sphinx); thebe is not used by this book (NOTEBOOKS.md).
-    re.compile(r"Identifier 'THEBE_JS_URL' has already been declared"),
     # pydata-sphinx-theme on a fresh browser profile: no light/dark mode saved yet, so it logs
     # this and falls back to "auto", which is the default anyway.
     re.compile(r"Got invalid theme mode: \. Resetting to auto\."),
-    # Chromium asks every site for /favicon.ico by itself; the book sets no favicon.
-    re.compile(r"status of 404 .*\(at .*/favicon\.ico\)"),
 ]
 # The repository URL jupyter-book uses when _config.yml names none: a placeholder, never ours.
 JB_DEFAULT_REPOSITORY = "executablebooks/jupyter-book"
@@ -172,6 +170,12 @@ async () => {
     links: [...document.querySelectorAll('a[href]')].map((a) => a.href),
     ids: [...document.querySelectorAll('[id]')].map((e) => e.id)
       .concat([...document.querySelectorAll('a[name]')].map((e) => e.getAttribute('name'))),
+    // citations in the text ("[Vaswani et al., 2017]") and, on the References page, the list's labels
+    citations: [...document.querySelectorAll('a.reference.internal[href*="references.html#"]')]
+      .filter((a) => a.closest('.cite, [role="doc-biblioref"]') || /\d{4}/.test(a.textContent))
+      .map((a) => ({href: a.href, text: a.textContent})),
+    labels: [...document.querySelectorAll('div.citation')]
+      .map((d) => ({id: d.id, label: (d.querySelector('.label') || d).textContent})),
     solutions: [...document.querySelectorAll('div.solution')].map((s) => ({
       id: s.id,
       text: s.textContent,
@@ -342,6 +346,57 @@ def test_search_finds_attention(server, browser):
     context.close()
     assert hits, f"searching for 'attention' found nothing ({summary!r})"
     assert any(h.startswith("book/") for h in hits), f"no chapter among the results: {hits}"
+
+
+def _squash_label(text: str) -> str:
+    """A citation label without its brackets and spacing: "[Vaswani et al., 2017]" -> "Vaswanietal.,2017"."""
+    return re.sub(r"[\s\[\]()]", "", text)
+
+
+def test_citations_match_the_reference_list(server, site):
+    """The text cites "[Vaswani et al., 2017]": the References page must list it under that label."""
+    refs = next((p for p in _visited(site) if p.survey["labels"]), None)
+    assert refs is not None, "no page lists the references (div.citation)"
+    labels = {entry["id"]: _squash_label(entry["label"]) for entry in refs.survey["labels"]}
+    problems, checked = {}, 0
+    for page in _visited(site):
+        found = []
+        for cite in page.survey["citations"]:
+            anchor = unquote(urlsplit(cite["href"]).fragment)
+            if anchor not in labels:
+                continue  # a link to the page or a heading, not to an entry
+            checked += 1
+            text = _squash_label(cite["text"])
+            if re.fullmatch(r"\d{4}", text):  # {cite:t}: "Holtzman et al. [2020]", only the year is a link
+                text_ok = labels[anchor].endswith(f",{text}")
+            else:
+                text_ok = text == labels[anchor]
+            if not text_ok:
+                found.append(f"cited as {cite['text']!r} but listed as {labels[anchor]!r}")
+        problems[page.path] = found
+    assert checked > 0, "no citation found in the text: is the survey working?"
+    _fail_if(problems, "citations that do not match their label in the reference list")
+
+
+# Search result snippets must not show TeX source: a formula's text on the page is "\(Q K^\top\)".
+RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$|\\(frac|sqrt|top|mathrm|operatorname|sum|exp|left|right)\b")
+
+
+def test_search_snippets_show_no_tex(server, browser):
+    context = _new_context(browser)
+    tab = context.new_page()
+    tab.goto(server + "search.html?q=softmax", wait_until="load")
+    tab.wait_for_function("document.querySelectorAll('#search-results ul.search li').length > 0", timeout=PAGE_TIMEOUT_MS)
+    # Snippets arrive one by one (each is cut from the fetched page): wait until every result has one.
+    tab.wait_for_function(
+        "[...document.querySelectorAll('#search-results ul.search li')].every((li) => li.querySelector('p.context'))",
+        timeout=PAGE_TIMEOUT_MS,
+    )
+    snippets = tab.eval_on_selector_all("#search-results ul.search li p.context", "els => els.map(p => p.textContent)")
+    context.close()
+    assert snippets, "searching for 'softmax' gave no snippets"
+    raw = [s for s in snippets if RAW_TEX.search(s)]
+    assert not raw, f"{len(raw)} of {len(snippets)} search snippets show raw TeX, e.g. {raw[0][:200]!r}"
 
 
 def _notebook_pages(build) -> dict[str, Path]:
