@@ -41,8 +41,8 @@ HEADS = ["#e07b39", "#3a8fb7", "#5aa469", "#a86cc1"]  # one colour per attention
 WEIGHT = plt.get_cmap("Oranges")
 MASKED = "#d9d9d9"
 
-FONT = 10.5
-SMALL = 9
+FONT = 11
+SMALL = 10
 
 
 def new_figure(width: float, height: float):
@@ -133,126 +133,131 @@ def save(fig, name: str, preview: Path | None) -> Path:
 # --- (a) chapter 2: the attention computation --------------------------------------------------------
 
 def attention_diagram(preview):
-    fig, ax = new_figure(11.0, 4.6)
+    """Top to bottom: the inputs, then one row per step (the operation, its result, a note)."""
+    fig, ax = new_figure(7.4, 7.9)
     T, S, dk, dv = 4, 4, 3, 3
     rng = np.random.default_rng(7)
     raw = rng.normal(size=(T, S))
+    shade = (raw - raw.min()) / np.ptp(raw)
     causal = np.triu(np.ones((T, S), dtype=bool), 1)
+    xb, xm, xn = 2.35, 4.55, 5.2  # the steps' boxes, their results, the notes
+    bw, bh = 2.0, 0.64
 
-    # inputs, left
-    ys = {"Q": 3.55, "K": 2.3, "V": 0.62}
-    shapes = {"Q": "$(T, d_k)$", "K": "$(S, d_k)$", "V": "$(S, d_v)$"}
-    for name, y in ys.items():
-        left, bottom, right, top = matrix(ax, 0.95, y, 4, 3 if name != "V" else dv, cell=0.2)
-        ax.text(0.35, y, name, ha="right", va="center", fontsize=13, weight="bold", color=INK)
-        label(ax, 0.95, bottom - 0.15, shapes[name])
-    label(ax, 0.95, 4.3, "queries, keys, values:\n$XW_Q$, $XW_K$, $XW_V$", size=SMALL)
+    label(ax, 3.7, 7.6, r"$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}(QK^{\top} / \sqrt{d_k})\, V$",
+          size=FONT + 1.5, color=INK)
 
-    # step 1: scores
-    x1 = 3.25
-    box(ax, x1, 3.0, 1.65, 0.62, "scores\n$QK^{\\top} / \\sqrt{d_k}$", ATTN)
-    arrow(ax, (1.35, ys["Q"]), (x1 - 0.83, 3.12))
-    arrow(ax, (1.35, ys["K"]), (x1 - 0.83, 2.88))
-    l, b, r, t = matrix(ax, x1, 1.75, T, S, cell=0.2, values=(raw - raw.min()) / np.ptp(raw))
-    label(ax, x1, b - 0.15, "$(T, S)$: one score per\nquery–key pair", va="top")
-    arrow(ax, (x1, 2.68), (x1, t + 0.05))
+    # the queries and keys, on top
+    y_in = 6.45
+    for name, x, shape in (("Q", 1.55, "$(T, d_k)$"), ("K", 3.15, "$(S, d_k)$")):
+        left, bottom, right, top = matrix(ax, x, y_in, 4, dk)
+        ax.text(left - 0.12, y_in, name, ha="right", va="center", fontsize=14, weight="bold", color=INK)
+        label(ax, x, bottom - 0.17, shape)
+    label(ax, xn + 0.35, y_in, "queries and keys:\n$Q = XW_Q$, $K = XW_K$\n(self-attention: S = T)",
+          ha="left", size=SMALL)
 
-    # step 2: mask
-    x2 = 5.35
-    box(ax, x2, 3.0, 1.65, 0.62, "mask (optional)\nfalse → −∞", ATTN)
-    arrow(ax, (x1 + 0.83, 3.0), (x2 - 0.83, 3.0))
-    l, b, r, t = matrix(ax, x2, 1.75, T, S, cell=0.2, values=(raw - raw.min()) / np.ptp(raw), masked=causal)
-    for i in range(T):
-        for j in range(S):
-            if causal[i, j]:
-                ax.text(l + (j + 0.5) * 0.2, t - (i + 0.5) * 0.2, "−∞", ha="center", va="center", fontsize=5.5,
-                        color=MUTED)
-    label(ax, x2, b - 0.15, "causal: hides key j > query i\npadding: hides keys past the end", va="top")
-    arrow(ax, (x2, 2.68), (x2, t + 0.05))
+    def step(y, text, result, note, into=None):
+        box(ax, xb, y, bw, bh, text, ATTN)
+        if into is not None:
+            arrow(ax, (xb, into), (xb, y + bh / 2))
+        arrow(ax, (xb + bw / 2, y), (xm - 0.5, y))
+        result(y)
+        label(ax, xn, y, note, ha="left", size=SMALL)
 
-    # step 3: softmax
-    x3 = 7.45
-    box(ax, x3, 3.0, 1.65, 0.62, "softmax\nof each row", ATTN)
-    arrow(ax, (x2 + 0.83, 3.0), (x3 - 0.83, 3.0))
+    y1, y2, y3, y4 = 5.1, 3.8, 2.5, 1.2
+    step(y1, "scores\n$QK^{\\top} / \\sqrt{d_k}$",
+         lambda y: matrix(ax, xm, y, T, S, values=shade),
+         "$(T, S)$: one score\nper query–key pair")
+    arrow(ax, (1.55, y_in - 0.62), (xb - 0.45, y1 + bh / 2))
+    arrow(ax, (3.15, y_in - 0.62), (xb + 0.45, y1 + bh / 2))
+
+    def masked(y):
+        left, bottom, right, top = matrix(ax, xm, y, T, S, values=shade, masked=causal)
+        for i in range(T):
+            for j in range(S):
+                if causal[i, j]:
+                    ax.text(left + (j + 0.5) * 0.2, top - (i + 0.5) * 0.2, "−∞", ha="center",
+                            va="center", fontsize=5.5, color=MUTED)
+
+    step(y2, "mask (optional):\nforbidden → −∞", masked,
+         "causal: hides key j > query i\npadding: hides keys past\nthe end of a sequence", into=y1 - bh / 2)
     scores = np.where(causal, -np.inf, raw)
     weights = np.exp(scores - scores.max(1, keepdims=True))
     weights /= weights.sum(1, keepdims=True)
-    l, b, r, t = matrix(ax, x3, 1.75, T, S, cell=0.2, values=weights)
-    label(ax, x3, b - 0.15, "weights $(T, S)$: each row\nis ≥ 0 and sums to 1", va="top")
-    arrow(ax, (x3, 2.68), (x3, t + 0.05))
+    step(y3, "softmax\nof each row", lambda y: matrix(ax, xm, y, T, S, values=weights),
+         "weights $(T, S)$: each row\nis ≥ 0 and sums to 1", into=y2 - bh / 2)
+    step(y4, "weighted sum\nweights $\\cdot\\, V$", lambda y: matrix(ax, xm, y, T, dv),
+         "output $(T, d_v)$: for each\nquery, a weighted average\nof the rows of V", into=y3 - bh / 2)
 
-    # step 4: weighted sum of the values
-    x4 = 9.55
-    box(ax, x4, 3.0, 1.65, 0.62, "weighted sum\nweights $\\cdot\\, V$", ATTN)
-    arrow(ax, (x3 + 0.83, 3.12), (x4 - 0.83, 3.12))
-    elbow(ax, [(1.35, ys["V"]), (8.45, ys["V"]), (8.45, 2.85), (x4 - 0.83, 2.85)])
-    label(ax, 4.9, ys["V"] - 0.16, "the values: what each key contributes to the output")
-    l, b, r, t = matrix(ax, x4, 1.75, T, dv, cell=0.2)
-    label(ax, x4, b - 0.15, "output $(T, d_v)$: per query,\na weighted average of\nthe rows of V", va="top")
-    arrow(ax, (x4, 2.68), (x4, t + 0.05))
-
-    label(ax, 5.9, 4.3, r"$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}(QK^{\top} / \sqrt{d_k})\, V$"
-          "     (self-attention: S = T)", size=FONT + 0.5, color=INK)
+    # the values enter at the last step
+    left, bottom, right, top = matrix(ax, 0.55, y4, 4, dv)
+    ax.text(0.55, top + 0.15, "V", ha="center", va="bottom", fontsize=14, weight="bold", color=INK)
+    label(ax, 0.55, bottom - 0.17, "$(S, d_v)$")
+    arrow(ax, (right + 0.05, y4), (xb - bw / 2, y4))
+    label(ax, 3.7, 0.25, "The boxes are the steps; the grids their results, one cell per number.\n"
+                         "Leading batch dimensions (B, and h for several heads) ride along unchanged.",
+          size=SMALL)
     return save(fig, "attention.svg", preview)
 
 
 # --- (b) chapter 3: multi-head split and merge -------------------------------------------------------
 
+def _head_stack(ax, x, y, T, dh, cell, h):
+    """h small (T, d_head) matrices, one per head, fanned out like cards; returns their extent."""
+    for r in range(h):
+        off = 0.15 * r
+        matrix(ax, x - 0.22 + off, y + 0.3 - off * 1.5, T, dh, cell=cell, colors=[HEADS[r]] * dh)
+    return x - 0.22 - dh * cell / 2, x + 0.23 + dh * cell / 2  # left, right
+
+
 def multihead_diagram(preview):
-    fig, ax = new_figure(11.0, 5.0)
+    """A snake: split (left to right), attend and merge (right to left), project (left to right)."""
+    fig, ax = new_figure(8.2, 6.7)
+    ax.set_ylim(-0.2, 6.5)
     T, h, dh = 4, 4, 2
     d = h * dh
     head_cols = [HEADS[j // dh] for j in range(d)]
     cell = 0.17
-    y0 = 3.6
+    y1, y2, y3 = 5.6, 3.35, 1.05
 
-    # x and the projection
-    matrix(ax, 0.8, y0, T, d, cell=cell)
-    label(ax, 0.8, y0 + 0.55, "x", size=12, color=INK, weight="bold")
-    label(ax, 0.8, y0 - 0.5, "$(B, T, d)$")
-    box(ax, 2.3, y0, 1.0, 0.62, "$W_Q$\n$(d, d)$", FFN)
-    arrow(ax, (1.5, y0), (1.8, y0))
-    arrow(ax, (2.8, y0), (3.1, y0))
-    label(ax, 2.3, y0 - 0.55, "the same\nfor k and v")
-    matrix(ax, 3.8, y0, T, d, cell=cell, colors=head_cols)
-    label(ax, 3.8, y0 + 0.55, "$q = xW_Q$", size=FONT, color=INK)
-    label(ax, 3.8, y0 - 0.45, "$(B, T, d)$: head r owns\n" r"features $r\,d_{head}$ … $(r+1)\,d_{head} - 1$",
-          va="top")
+    # row 1: project, split into heads
+    matrix(ax, 0.85, y1, T, d, cell=cell)
+    label(ax, 0.85, y1 + 0.52, "x", size=13, color=INK, weight="bold")
+    label(ax, 0.85, y1 - 0.5, "$(B, T, d)$")
+    box(ax, 2.3, y1, 0.85, 0.6, "$W_Q$\n$(d, d)$", FFN)
+    arrow(ax, (1.58, y1), (1.87, y1))
+    arrow(ax, (2.73, y1), (3.08, y1))
+    matrix(ax, 3.8, y1, T, d, cell=cell, colors=head_cols)
+    label(ax, 3.8, y1 + 0.52, "$q = xW_Q$", size=FONT, color=INK)
+    label(ax, 3.05, y1 - 0.45, "$(B, T, d)$; head r owns features\n"
+                               r"$r\,d_{head}$ to $(r+1)\,d_{head} - 1$" "\n(k and v: the same, with $W_K$, $W_V$)",
+          va="top", ha="left")
+    arrow(ax, (4.6, y1), (5.75, y1))
+    label(ax, 5.17, y1 + 0.38, "view as\n$(B, T, h, d_{head})$", size=SMALL - 0.5)
+    label(ax, 5.17, y1 - 0.3, "transpose(1, 2)", size=SMALL - 0.5)
+    _head_stack(ax, 6.55, y1, T, dh, cell, h)
+    label(ax, 6.68, y1 - 1.2, "$(B, h, T, d_{head})$:\none matrix per head", ha="left", size=SMALL - 1)
 
-    # view + transpose into heads
-    arrow(ax, (4.55, y0), (5.45, y0))
-    label(ax, 5.0, y0 + 0.5, "view as\n$(B, T, h, d_{head})$", size=8.5)
-    label(ax, 5.0, y0 - 0.3, "transpose(1, 2)", size=8.5)
-    for r in range(h):
-        off = 0.16 * r
-        matrix(ax, 5.95 + off, y0 + 0.36 - off * 1.6, T, dh, cell=cell, colors=[HEADS[r]] * dh)
-    label(ax, 6.2, y0 - 1.0, "$(B, h, T, d_{head})$: h heads,\neach a $(T, d_{head})$ matrix", va="top")
+    # row 2: attend in every head, merge
+    box(ax, 6.55, y2, 1.6, 0.85, "attention in\nevery head at\nonce (chapter 2)", ATTN)
+    arrow(ax, (6.55, y1 - 0.95), (6.55, y2 + 0.43))
+    label(ax, 6.55, y2 - 0.5, "weights $(B, h, T, T)$,\n" r"scale $\sqrt{d_{head}}$", va="top")
+    _head_stack(ax, 4.35, y2, T, dh, cell, h)
+    arrow(ax, (5.75, y2), (4.95, y2))
+    label(ax, 4.35, y2 - 0.85, "heads $(B, h, T, d_{head})$", va="top")
+    matrix(ax, 1.1, y2, T, d, cell=cell, colors=head_cols)
+    arrow(ax, (3.75, y2), (1.85, y2))
+    label(ax, 2.8, y2 + 0.42, "merge: transpose(1, 2),\nreshape to $(B, T, d)$", size=SMALL - 0.5)
+    label(ax, 1.1, y2 - 0.5, "heads side by side\n$(B, T, d)$", va="top")
 
-    # attention in every head
-    box(ax, 7.95, y0, 1.3, 0.85, "attention in\nevery head\n(chapter 2)", ATTN)
-    arrow(ax, (6.85, y0), (7.3, y0))
-    label(ax, 7.95, y0 - 0.55, "weights $(B, h, T, T)$,\n" r"scale $\sqrt{d_{head}}$", va="top")
-    arrow(ax, (8.6, y0), (9.05, y0))
-    for r in range(h):
-        off = 0.16 * r
-        matrix(ax, 9.55 + off, y0 + 0.36 - off * 1.6, T, dh, cell=cell, colors=[HEADS[r]] * dh)
-    label(ax, 10.45, y0 + 0.75, "heads\n$(B, h, T, d_{head})$", ha="center")
-
-    # merge: transpose back and reshape (the concatenation), then W_O
-    ym = 0.85
-    arrow(ax, (9.8, y0 - 1.0), (9.8, ym + 0.45))
-    label(ax, 9.65, (y0 - 1.0 + ym + 0.45) / 2, "merge: transpose(1, 2) → $(B, T, h, d_{head})$,\n"
-                                                 "reshape → $(B, T, d)$", ha="right", size=8.5)
-    matrix(ax, 9.8, ym, T, d, cell=cell, colors=head_cols)
-    label(ax, 9.8, ym - 0.5, "heads side by side $(B, T, d)$")
-    box(ax, 7.75, ym, 1.0, 0.62, "$W_O$\n$(d, d)$", FFN)
-    arrow(ax, (9.05, ym), (8.25, ym))
-    arrow(ax, (7.25, ym), (6.55, ym))
-    matrix(ax, 5.8, ym, T, d, cell=cell)
-    label(ax, 5.8, ym - 0.5, "y $(B, T, d)$: $W_O$ mixes the heads")
-    label(ax, 2.35, ym, "h heads of width $d_{head} = d / h$:\n"
-                        "$3d^2$ (for $W_Q, W_K, W_V$) + $d^2$ (for $W_O$)\nparameters, whatever h is",
-          size=FONT, color=INK)
+    # row 3: the output projection mixes the heads
+    elbow(ax, [(0.35, y2), (0.2, y2), (0.2, y3), (2.45, y3)])
+    box(ax, 2.9, y3, 0.85, 0.6, "$W_O$\n$(d, d)$", FFN)
+    arrow(ax, (3.33, y3), (3.75, y3))
+    matrix(ax, 4.5, y3, T, d, cell=cell)
+    label(ax, 4.5, y3 + 0.52, "y", size=13, color=INK, weight="bold")
+    label(ax, 4.5, y3 - 0.5, "$(B, T, d)$: $W_O$ mixes the heads")
+    label(ax, 4.1, 0.2, "parameters: $3d^2$ for $W_Q, W_K, W_V$ and $d^2$ for $W_O$, whatever h is",
+          size=SMALL)
     return save(fig, "multihead.svg", preview)
 
 
@@ -304,29 +309,29 @@ def _block_column(ax, x, pre_norm: bool):
 
 
 def block_diagram(preview):
-    fig, ax = new_figure(9.8, 6.6)
-    _block_column(ax, 1.2, pre_norm=False)
-    _block_column(ax, 6.0, pre_norm=True)
-    label(ax, 2.3, 6.35, "post-norm (Vaswani et al., 2017)", size=11.5, color=INK, weight="bold")
-    label(ax, 2.3, 6.02, "x ← LayerNorm(x + sublayer(x))", size=FONT, color=INK)
-    label(ax, 7.1, 6.35, "pre-norm (GPT-2 and most models since)", size=11.5, color=INK, weight="bold")
-    label(ax, 7.1, 6.02, "x ← x + sublayer(LayerNorm(x))", size=FONT, color=INK)
-    label(ax, 3.2, 4.6, "thick line: the residual\nstream; ⊕ adds a\nsublayer's output to it;\n"
-                        "each LayerNorm here\nrescales the stream itself", ha="left", size=SMALL)
-    label(ax, 7.95, 4.9, "the stream itself is\nnever normalized: a\npre-norm stack ends\n"
-                         "with one more LayerNorm\nafter its last block", ha="left", size=SMALL)
-    ax.plot([4.85, 4.85], [0.3, 6.5], color="#cfd6de", lw=1.0)
+    fig, ax = new_figure(8.0, 7.1)
+    ax.set_ylim(-0.5, 6.6)
+    _block_column(ax, 0.95, pre_norm=False)
+    _block_column(ax, 4.85, pre_norm=True)
+    label(ax, 1.6, 6.4, "post-norm (Vaswani et al., 2017)", size=FONT + 0.5, color=INK, weight="bold")
+    label(ax, 1.6, 6.07, "x ← LayerNorm(x + sublayer(x))", size=FONT, color=INK)
+    label(ax, 5.5, 6.4, "pre-norm (GPT-2 and most since)", size=FONT + 0.5, color=INK, weight="bold")
+    label(ax, 5.5, 6.07, "x ← x + sublayer(LayerNorm(x))", size=FONT, color=INK)
+    ax.plot([3.75, 3.75], [0.3, 6.55], color="#cfd6de", lw=1.0)
+    label(ax, 4.0, -0.2, "Thick line: the residual stream; ⊕ adds a sublayer's output to it. Post-norm normalizes\n"
+                         "the stream after each sum; pre-norm normalizes only each sublayer's input, so a\n"
+                         "pre-norm stack ends with one more LayerNorm after its last block.", size=SMALL)
     return save(fig, "block_norm_orders.svg", preview)
 
 
 # --- (d) chapter 7: the GPT ---------------------------------------------------------------------------------
 
 def gpt_diagram(preview):
-    fig, ax = new_figure(9.2, 7.4)
-    x = 4.0
+    fig, ax = new_figure(7.6, 7.4)
+    x = 3.2
     box(ax, x, 0.45, 2.6, 0.45, "token ids  (B, T)", TENSOR)
     box(ax, x - 1.05, 1.45, 1.9, 0.62, "token embedding\nE: table $(V, d)$", EMBED)
-    box(ax, x + 1.25, 1.45, 1.9, 0.62, "position embedding\ntable (context_length, d)", EMBED)
+    box(ax, x + 1.3, 1.45, 2.1, 0.62, "position embedding\n$(context\\_length, d)$", EMBED)
     arrow(ax, (x - 0.6, 0.68), (x - 1.05, 1.14))
     label(ax, x + 1.25, 0.88, "positions 0 … T−1", size=SMALL)
     arrow(ax, (x + 1.25, 1.0), (x + 1.25, 1.14))
@@ -339,8 +344,8 @@ def gpt_diagram(preview):
     stack_bottom, stack_top = 2.8, 5.05
     box(ax, x, (stack_bottom + stack_top) / 2, 3.4, stack_top - stack_bottom, "", "#fafbfc", dashed=True)
     label(ax, x - 1.6, stack_top - 0.2, "n_layers ×", size=FONT, color=INK, ha="left", weight="bold")
-    box(ax, x, 3.3, 2.7, 0.4, "LayerNorm → causal multi-head\nattention → + residual", ATTN, size=9)
-    box(ax, x, 4.25, 2.7, 0.4, "LayerNorm → feed-forward\n→ + residual", FFN, size=9)
+    box(ax, x, 3.3, 2.9, 0.46, "LayerNorm → causal multi-head\nattention → + residual", ATTN, size=SMALL)
+    box(ax, x, 4.25, 2.9, 0.46, "LayerNorm → feed-forward\n→ + residual", FFN, size=SMALL)
     arrow(ax, (x, 2.43), (x, 3.1))
     arrow(ax, (x, 3.5), (x, 4.05))
     label(ax, x + 1.75, 3.78, "pre-norm block\n(chapter 6)\n(B, T, d)", ha="left")
@@ -351,10 +356,10 @@ def gpt_diagram(preview):
     box(ax, x, 7.0, 2.6, 0.45, "logits  (B, T, V)", TENSOR)
     arrow(ax, (x, 6.45), (x, 6.78))
     # the tied weight
-    elbow(ax, [(x - 2.0, 1.45), (x - 2.3, 1.45), (x - 2.3, 6.2), (x - 1.2, 6.2)], dashed=True,
+    elbow(ax, [(x - 2.0, 1.45), (x - 2.25, 1.45), (x - 2.25, 6.2), (x - 1.2, 6.2)], dashed=True,
           color=MUTED, both=True)
-    label(ax, x - 2.45, 4.0, "tied: the head is the\ntoken embedding E\nitself, logits = $x\\,E^{\\top}$:\n"
-                             "the final state against\nevery token's embedding", ha="right", size=SMALL)
+    label(ax, x + 1.35, 6.05, "tied: the head is the token\nembedding E itself, logits =\n"
+                             "$x\\,E^{\\top}$: the final state against\nevery token's embedding", ha="left", size=SMALL)
     label(ax, x + 1.45, 7.0, "softmax of row t: the\nnext-token distribution\nafter tokens 0 … t", ha="left")
     return save(fig, "gpt.svg", preview)
 
@@ -362,9 +367,9 @@ def gpt_diagram(preview):
 # --- (e) chapter 9: the encoder-decoder ------------------------------------------------------------------
 
 def encoder_decoder_diagram(preview):
-    fig, ax = new_figure(10.4, 8.4)
-    ax.set_ylim(-0.55, 7.85)
-    xe, xd = 2.4, 7.3
+    fig, ax = new_figure(9.0, 8.6)
+    ax.set_ylim(-0.75, 7.85)
+    xe, xd = 2.2, 6.8
 
     # encoder
     box(ax, xe, 0.45, 2.6, 0.45, "source token ids  (B, S)", TENSOR)
@@ -373,8 +378,8 @@ def encoder_decoder_diagram(preview):
     eb, et = 1.95, 4.15
     box(ax, xe, (eb + et) / 2, 3.4, et - eb, "", "#fafbfc", dashed=True)
     label(ax, xe - 1.6, et - 0.2, "N ×", size=FONT, color=INK, ha="left", weight="bold")
-    box(ax, xe, 2.6, 2.7, 0.5, "self-attention, no causal mask\n(source padding masked)", ATTN, size=9)
-    box(ax, xe, 3.5, 2.7, 0.4, "feed-forward", FFN, size=9)
+    box(ax, xe, 2.6, 2.7, 0.5, "self-attention, no causal mask\n(source padding masked)", ATTN, size=SMALL)
+    box(ax, xe, 3.5, 2.7, 0.4, "feed-forward", FFN, size=SMALL)
     arrow(ax, (xe, 1.63), (xe, 2.35))
     arrow(ax, (xe, 2.85), (xe, 3.3))
     label(ax, xe, 4.35, "encoder block", size=SMALL)
@@ -391,9 +396,9 @@ def encoder_decoder_diagram(preview):
     db, dt = 1.95, 5.0
     box(ax, xd, (db + dt) / 2, 3.4, dt - db, "", "#fafbfc", dashed=True)
     label(ax, xd + 1.6, dt - 0.2, "× N", size=FONT, color=INK, ha="right", weight="bold")
-    box(ax, xd, 2.55, 2.7, 0.5, "masked self-attention\n(causal: no peeking ahead)", ATTN, size=9)
-    box(ax, xd, 3.45, 2.7, 0.5, "cross-attention: queries from\nhere, keys and values: memory", ATTN, size=9)
-    box(ax, xd, 4.3, 2.7, 0.4, "feed-forward", FFN, size=9)
+    box(ax, xd, 2.55, 2.7, 0.5, "masked self-attention\n(causal: no peeking ahead)", ATTN, size=SMALL)
+    box(ax, xd, 3.45, 2.7, 0.5, "cross-attention: queries from\nhere, keys and values: memory", ATTN, size=SMALL)
+    box(ax, xd, 4.3, 2.7, 0.4, "feed-forward", FFN, size=SMALL)
     arrow(ax, (xd, 1.63), (xd, 2.3))
     arrow(ax, (xd, 2.8), (xd, 3.2))
     arrow(ax, (xd, 3.7), (xd, 4.1))
@@ -407,11 +412,10 @@ def encoder_decoder_diagram(preview):
     label(ax, xd, 7.7, "decoder: writes the target", size=11.5, color=INK, weight="bold")
 
     # memory -> every decoder block's cross-attention
-    elbow(ax, [(xe + 1.35, 5.8), (4.85, 5.8), (4.85, 3.45), (xd - 1.35, 3.45)], lw=1.6)
-    label(ax, 4.85, 4.95, "into the cross-attention\nof every decoder block", size=SMALL)
-    label(ax, 4.85, -0.3, "every sublayer has its residual sum and LayerNorm, in either order (chapter 6); "
-                          "the LayerNorm after each stack is the one a pre-norm stack needs",
-          size=SMALL)
+    elbow(ax, [(xe + 1.35, 5.8), (4.45, 5.8), (4.45, 3.45), (xd - 1.35, 3.45)], lw=1.6)
+    label(ax, 4.37, 5.34, "into the cross-attention\nof every decoder block", size=SMALL - 0.5, ha="right")
+    label(ax, 4.5, -0.4, "Every sublayer has its residual sum and LayerNorm, in either order (chapter 6);\n"
+                         "the LayerNorm after each stack is the one a pre-norm stack needs.", size=SMALL)
     return save(fig, "encoder_decoder.svg", preview)
 
 
