@@ -21,7 +21,7 @@ not only substitute. Everything is character-level.
 
 From a terminal (the shipped model was made by the first command; see the chapter)::
 
-    python -m companion.translation train --steps 1500 --threads 1 --out companion/assets/numbers_en_de.safetensors
+    python -m companion.translation train --steps 800 --threads 1 --no-eval --out companion/assets/numbers_en_de.safetensors
     python -m companion.translation evaluate companion/assets/numbers_en_de.safetensors
 """
 from __future__ import annotations
@@ -60,11 +60,16 @@ __all__ = [
     "DECODERS",
     "MODEL_CONFIG",
     "TRAIN_CONFIG",
+    "SHIPPED_MODEL",
+    "shipped_model_path",
     "main",
 ]
 
 #: Two-digit endings held out entirely: no training number ends with them (``unseen_endings``).
 HELD_OUT_ENDINGS = (34, 58, 76)
+
+#: The chapter 9 model, shipped in ``companion/assets`` (trained by this module's ``train`` command).
+SHIPPED_MODEL = "numbers_en_de.safetensors"
 
 #: The largest number of the task (``0 .. MAX_NUMBER``).
 MAX_NUMBER = 9999
@@ -267,8 +272,8 @@ def make_batch(tokenizer: TranslationTokenizer, batch: Sequence[tuple[str, str]]
 MODEL_CONFIG = dict(context_length=64, d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2,
                     d_ff=256, dropout=0.0, norm_first=False, activation="relu", tie_embeddings=True)
 #: How the shipped model was trained.
-TRAIN_CONFIG = TrainConfig(batch_size=64, max_steps=1500, learning_rate=2e-3, min_lr=1e-4, warmup=200,
-                           weight_decay=0.01, grad_clip=1.0, eval_interval=250, eval_batches=1, seed=0)
+TRAIN_CONFIG = TrainConfig(batch_size=64, max_steps=800, learning_rate=2e-3, min_lr=1e-4, warmup=100,
+                           weight_decay=0.01, grad_clip=1.0, eval_interval=100, eval_batches=1, seed=0)
 
 
 @dataclass
@@ -504,6 +509,13 @@ def format_table(tables: dict[str, dict[str, dict[str, float]]]) -> str:
     return "\n".join(lines)
 
 
+def shipped_model_path():
+    """Path of the shipped chapter 9 model; load it with ``companion.checkpoint.load_checkpoint``."""
+    from companion.data import asset_path
+
+    return asset_path(SHIPPED_MODEL)
+
+
 # --------------------------------------------------------------------------------------------
 # The command line
 # --------------------------------------------------------------------------------------------
@@ -523,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     p_eval = sub.add_parser("evaluate", help="print exact match and chrF of every decoder on the held-out sets")
     p_eval.add_argument("checkpoint")
     p_eval.add_argument("--threads", type=int, default=None)
+    p_eval.add_argument("--write", action="store_true", help="store the table in the checkpoint's info")
     args = parser.parse_args(argv)
     if args.threads is not None:
         if args.threads < 1:
@@ -557,8 +570,16 @@ def main(argv: list[str] | None = None) -> int:
         save_checkpoint(args.out, model, tokenizer, info=info)
         print(f"saved {args.out}")
         return 0
-    model, tokenizer, _ = load_checkpoint(args.checkpoint)
-    print(format_table({name: evaluate(model, tokenizer, data_) for name, data_ in held_out.items()}))
+    model, tokenizer, extra = load_checkpoint(args.checkpoint)
+    start = time.perf_counter()
+    scores = {name: evaluate(model, tokenizer, data_) for name, data_ in held_out.items()}
+    print(format_table(scores))
+    if args.write:
+        info = {**extra["info"], "scores": scores, "eval_seconds": round(time.perf_counter() - start),
+                "eval_threads": torch.get_num_threads(),
+                "eval_command": "python -m companion.translation " + " ".join(argv if argv is not None else sys.argv[1:])}
+        save_checkpoint(args.checkpoint, model, tokenizer, info=info)
+        print(f"stored the scores in {args.checkpoint}")
     return 0
 
 
