@@ -44,20 +44,20 @@ _ACTIVATIONS = ("relu", "gelu")  # the two that torch.nn.Transformer offers by n
 
 @dataclass(frozen=True)
 class Seq2SeqConfig:
-    """Everything needed to build a :class:`Seq2SeqTransformer` (nothing about training)."""
+    """The shape of a :class:`Seq2SeqTransformer` (nothing about training)."""
 
-    vocab_size: int = 36  # tokens of the source and the target (one shared character table here)
-    context_length: int = 64  # longest source and longest target (rows of the position table)
+    vocab_size: int = 36  # tokens (one character table for both sides)
+    context_length: int = 64  # longest source, longest target
     d_model: int = 64  # width of every token's vector
-    n_heads: int = 4  # heads in every attention layer; d_head = d_model / n_heads
+    n_heads: int = 4  # heads per attention layer; d_head = d_model / n_heads
     n_encoder_layers: int = 2  # encoder blocks
     n_decoder_layers: int = 2  # decoder blocks
-    d_ff: int | None = None  # feed-forward hidden width; None means 4 * d_model
-    dropout: float = 0.0  # after the embeddings and inside every block (training only)
-    norm_first: bool = False  # False: post-norm, as the original; True: pre-norm
-    activation: str = "relu"  # feed-forward activation, "relu" (original) or "gelu"
-    tie_embeddings: bool = True  # the output head reuses the target embedding matrix
-    pad_id: int = 0  # the padding token: source positions holding it are masked out
+    d_ff: int | None = None  # feed-forward width; None means 4 * d_model
+    dropout: float = 0.0  # on embeddings and inside blocks (training only)
+    norm_first: bool = False  # False: post-norm (original); True: pre-norm
+    activation: str = "relu"  # feed-forward activation: "relu" or "gelu"
+    tie_embeddings: bool = True  # the head reuses the target embedding
+    pad_id: int = 0  # padding token, masked out of the source
 
     def __post_init__(self):
         for name in ("vocab_size", "context_length", "d_model", "n_heads", "n_encoder_layers", "n_decoder_layers"):
