@@ -22,7 +22,7 @@ not only substitute. Everything is character-level.
 From a terminal (the shipped model was made by the first command; see the chapter)::
 
     python -m companion.translation train --steps 800 --threads 1 --no-eval --out companion/assets/numbers_en_de.safetensors
-    python -m companion.translation evaluate companion/assets/numbers_en_de.safetensors
+    python -m companion.translation evaluate companion/assets/numbers_en_de.safetensors --threads 1 --write
 """
 from __future__ import annotations
 
@@ -536,6 +536,8 @@ def main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("checkpoint")
     p_eval.add_argument("--threads", type=int, default=None)
     p_eval.add_argument("--write", action="store_true", help="store the table in the checkpoint's info")
+    p_eval.add_argument("--sets", nargs="+", choices=["test", "unseen"], default=["test", "unseen"],
+                        help="which held-out sets to score (default both)")
     args = parser.parse_args(argv)
     if args.threads is not None:
         if args.threads < 1:
@@ -565,19 +567,23 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_eval:
             start = time.perf_counter()
             info["scores"] = {name: evaluate(model, tokenizer, data_) for name, data_ in held_out.items()}
-            info["eval_seconds"] = round(time.perf_counter() - start)
+            info["eval_seconds"] = {"test unseen": round(time.perf_counter() - start)}
             print(format_table(info["scores"]))
         save_checkpoint(args.out, model, tokenizer, info=info)
         print(f"saved {args.out}")
         return 0
-    model, tokenizer, extra = load_checkpoint(args.checkpoint)
+    model, tokenizer, _ = load_checkpoint(args.checkpoint)
     start = time.perf_counter()
-    scores = {name: evaluate(model, tokenizer, data_) for name, data_ in held_out.items()}
+    names = {"test": "test", "unseen": "unseen endings"}
+    scores = {names[key]: evaluate(model, tokenizer, held_out[names[key]]) for key in args.sets}
     print(format_table(scores))
     if args.write:
-        info = {**extra["info"], "scores": scores, "eval_seconds": round(time.perf_counter() - start),
-                "eval_threads": torch.get_num_threads(),
-                "eval_command": "python -m companion.translation " + " ".join(argv if argv is not None else sys.argv[1:])}
+        _, _, extra = load_checkpoint(args.checkpoint)  # read again: another set may have been stored meanwhile
+        info = dict(extra["info"])
+        info["scores"] = {**info.get("scores", {}), **scores}
+        info.setdefault("eval_seconds", {})[" ".join(args.sets)] = round(time.perf_counter() - start)
+        info["eval_threads"] = torch.get_num_threads()
+        info["eval_command"] = "python -m companion.translation evaluate CHECKPOINT --threads 1"
         save_checkpoint(args.checkpoint, model, tokenizer, info=info)
         print(f"stored the scores in {args.checkpoint}")
     return 0
