@@ -244,3 +244,16 @@ def test_shipped_model_translates_held_out_numbers():
     exact = 100 * tr.exact_match(hyps, [t for _, t in test])
     assert exact == pytest.approx(extra["info"]["scores"]["test"]["greedy"]["exact"], abs=1.0)
     assert exact > 90
+
+
+def test_command_line_evaluates_and_stores_the_table(tmp_path, monkeypatch, capsys):
+    from companion.checkpoint import load_checkpoint
+
+    out = tmp_path / "m.safetensors"
+    assert tr.main(["train", "--steps", "1", "--no-eval", "--out", str(out)]) == 0
+    monkeypatch.setattr(tr, "DECODERS", {"greedy": {"max_new_tokens": 3}})  # a quick table
+    assert tr.main(["evaluate", str(out), "--sets", "unseen", "--write"]) == 0
+    assert tr.main(["evaluate", str(out), "--sets", "test", "--write"]) == 0
+    scores = load_checkpoint(out)[2]["info"]["scores"]
+    assert set(scores) == {"test", "unseen endings"} and set(scores["test"]) == {"greedy"}
+    assert "exact %" in capsys.readouterr().out
