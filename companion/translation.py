@@ -503,7 +503,8 @@ def format_table(tables: dict[str, dict[str, dict[str, float]]]) -> str:
     head = f"{'decoder':<20}" + "".join(f"{n[:18]:>20}" for n in names)
     sub = f"{'':<20}" + "".join(f"{'exact %':>11}{'chrF':>9}" for _ in names)
     lines = [head, sub]
-    for dec in next(iter(tables.values())):
+    first = next(iter(tables.values()))
+    for dec in [d for d in DECODERS if d in first] + [d for d in first if d not in DECODERS]:
         lines.append(f"{dec:<20}" + "".join(f"{tables[n][dec]['exact']:>11.1f}{tables[n][dec]['chrf']:>9.1f}"
                                              for n in names))
     return "\n".join(lines)

@@ -117,7 +117,7 @@ def teacher_forcing(my_teacher_forcing) -> None:
                  "token longer than its target; T = longest target + 1.")
         hint(f"both tensors have shape (B, T) = ({B}, {T}): B targets, T = longest target + 1 "
              f"(got {tuple(got_in.shape)}).")
-    passed("`<s> y` in, `y </s>` out, padded on the right with `pad_id`: every position learns its next token.")
+    passed("`<s> y` in, `y </s>` out, padded with `pad_id`.")
 
 
 # ------------------------------------------------------------------------------- Exercise 9.2
@@ -175,7 +175,7 @@ def masked_cross_attention(my_cross_attention) -> None:
         if t.is_complex() or t.dtype == torch.bool:
             hint(f"`{name}` must hold real numbers (a float tensor) (got dtype {t.dtype}).")
     if close(w, want_w) and close(out, want_out):
-        passed("each target position weighs the real source positions only, and the padded ones get exactly 0.")
+        passed("padded source positions get weight exactly 0.")
     variants = [
         ("no mask", "the padded source positions get weight: set their scores to -inf before the softmax "
                     "(`scores.masked_fill(~src_key_mask[:, None, :], float('-inf'))`)."),
@@ -281,4 +281,4 @@ def char_ngram_precision_recall(my_ngram_pr) -> None:
                 hint(message)
         hint(f"for hypothesis={hyp!r}, reference={ref!r}, n={n} the answer is (precision, recall) = "
              f"({want[0]:.4f}, {want[1]:.4f}); you returned ({got[0]:.4f}, {got[1]:.4f}).")
-    passed("clipped counts of overlapping character n-grams, whitespace removed: chrF's raw material.")
+    passed("clipped counts of overlapping character n-grams.")
