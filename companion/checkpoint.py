@@ -54,12 +54,14 @@ _OLD_FORMAT = "companion-gpt/1"  # digest of the weights only; upgrade_checkpoin
 #: Only these are ever built; a file cannot name anything else. A new model joins the list here.
 MODELS: dict[str, tuple[str, str, str]] = {
     "GPT": ("companion.model", "GPT", "GPTConfig"),
+    "Seq2SeqTransformer": ("companion.seq2seq", "Seq2SeqTransformer", "Seq2SeqConfig"),
 }
 
 #: The tokenizer classes a checkpoint may name: name -> (module, class). Each has ``to_dict()``
 #: and a ``from_dict(d)`` class method.
 TOKENIZERS: dict[str, tuple[str, str]] = {
     "CharTokenizer": ("companion.data", "CharTokenizer"),
+    "TranslationTokenizer": ("companion.translation", "TranslationTokenizer"),
 }
 
 _DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
