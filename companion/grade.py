@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from companion.grading import registry
-from companion.grading.session import Limits, Sandbox
+from companion.grading.session import Limits, Sandbox, release
 
 NOTEBOOK_MAX_BYTES = 50 * 2**20
 
@@ -372,7 +372,11 @@ def grade(paths: list[str], options: Options | None = None, chapters: dict[int, 
                 _say(f"{sub.name}: {sub.problem}", progress)
                 if progress is not None:
                     progress.update(1)
-        run_all(subs, options.limits, sandbox, jobs, progress)
+        reserved = sandbox.reserve(jobs)
+        try:
+            run_all(subs, options.limits, reserved, jobs, progress)
+        finally:
+            release(reserved)
     finally:
         if progress is not None:
             progress.close()

@@ -25,6 +25,7 @@ from companion.grading.session import (
     HelperFailed,
     KernelDied,
     Limits,
+    NoKernel,
     Sandbox,
     StudentKernel,
     kernel_env,
@@ -106,6 +107,8 @@ def grade_exercise(sk: StudentKernel, chapter: registry.Chapter, ex: registry.Ex
         what = (f"{names} did not return within {limits.call:.0f} s (an endless loop?)" if exc.seconds >= limits.call - 0.5
                 else f"the checks of {names} ran past {limits.exercise:.0f} s in all")
         return result("timed out", what + "; it was stopped.")
+    except NoKernel:
+        return result("error", "the notebook's kernel was lost too many times (see the notes): this exercise could not be checked.")
     except KernelDied as exc:
         why = str(exc) if "exit()" in str(exc) else "the kernel stopped (exit(), os._exit() or a crash)"
         return result("error", f"your code ended the notebook's kernel while being checked: {why}.")

@@ -37,6 +37,8 @@ from jupyter_client.connect import write_connection_file
 from companion.grading import wire
 
 UID_BASE = 61000
+UID_COUNT = 1000  # the kernels' users are UID_BASE .. UID_BASE + UID_COUNT - 1
+_held_locks: dict[int, Any] = {}  # uid -> lock file of the users this process reserved (see Sandbox.reserve)
 _GRACE = 5.0  # seconds a kernel gets to answer an interrupt before it is killed
 
 
@@ -44,6 +46,10 @@ class KernelDied(BaseException):
     """The kernel ended (``exit()``, ``os._exit``, a crash, or it was killed after a time-out).
 
     A ``BaseException``, so that a checker's ``except Exception`` cannot swallow it."""
+
+
+class NoKernel(KernelDied):
+    """The kernel was lost more often than the limit allows: nothing more can be checked."""
 
 
 class CallTimedOut(BaseException):
@@ -67,6 +73,7 @@ class Sandbox:
     separate_users: bool
     unshare: tuple[str, ...] = ()
     memory_bytes: int | None = None
+    uids: tuple[int, ...] = ()  # one user per job slot, reserved by this run (see reserve)
 
     @classmethod
     def detect(cls, enabled: bool = True, memory_gib: float | None = 8.0) -> "Sandbox":
@@ -95,8 +102,41 @@ class Sandbox:
         users = "each kernel as its own unprivileged user" if self.separate_users else "kernels run as the grading user"
         return f"{network}; {users}"
 
+    def reserve(self, slots: int) -> "Sandbox":
+        """This sandbox with ``slots`` users reserved for this run alone.
+
+        Two grading runs on one machine must never share a user: cleaning up after a submission
+        kills every process of its user. Each user is held through an exclusive lock on
+        ``/tmp/course-grade-uid-<uid>.lock`` until this process ends (or :func:`release`)."""
+        if not self.separate_users:
+            return self
+        import fcntl
+
+        uids: list[int] = []
+        for uid in range(UID_BASE, UID_BASE + UID_COUNT):
+            if len(uids) == slots:
+                break
+            try:
+                handle = open(f"/tmp/course-grade-uid-{uid}.lock", "a")
+            except OSError:
+                continue
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                continue
+            _held_locks[uid] = handle
+            uids.append(uid)
+        if len(uids) < slots:
+            raise RuntimeError(f"only {len(uids)} of {slots} sandbox users are free (other grading runs hold the rest)")
+        return Sandbox(self.network, True, self.unshare, self.memory_bytes, tuple(uids))
+
     def uid(self, slot: int) -> int | None:
-        return UID_BASE + slot if self.separate_users else None
+        if not self.separate_users:
+            return None
+        if slot >= len(self.uids):
+            raise RuntimeError("no sandbox user reserved for this job slot (call Sandbox.reserve first)")
+        return self.uids[slot]
 
     def command(self, argv: list[str], slot: int) -> list[str]:
         cmd = list(self.unshare)
@@ -140,6 +180,14 @@ class Sandbox:
                 pass
 
 
+def release(sandbox: Sandbox | None = None) -> None:
+    """Give back the users ``sandbox`` reserved (all that this process reserved, by default)."""
+    for uid in list(sandbox.uids if sandbox is not None else _held_locks):
+        handle = _held_locks.pop(uid, None)
+        if handle is not None:
+            handle.close()
+
+
 # ----------------------------------------------------------------------------------- kernel
 @dataclass
 class Reply:
@@ -165,13 +213,16 @@ class Kernel:
         self.sandbox, self.slot = sandbox, slot
         self.dir = Path(tempfile.mkdtemp(prefix="course-grade-"))
         self.transfer = self.dir / "transfer"
-        for sub in ("transfer", "tmp", "home", "work"):
+        for sub in ("transfer", "tmp", "home", "work", "home/.ipython", "home/.ipython/profile_default"):
             (self.dir / sub).mkdir()
+        # Figures are drawn but never rendered to PNG: nobody looks at them, and that saves time.
+        (self.dir / "home/.ipython/profile_default/ipython_kernel_config.py").write_text(
+            "c.InlineBackend.figure_formats = set()\n")
         uid = sandbox.uid(slot)
         conn = self.dir / "kernel.json"
         write_connection_file(str(conn), transport="ipc", ip=str(self.dir / "ipc"), key=os.urandom(32).hex().encode())
         if uid is not None:
-            for path in [self.dir, *self.dir.iterdir()]:
+            for path in [self.dir, *self.dir.rglob("*")]:
                 os.chown(path, uid, uid)
         os.chmod(self.dir, 0o700)
         kernel_env = dict(env)
@@ -359,8 +410,8 @@ class StudentKernel:
 
     def run(self) -> None:
         """Run every cell in order, within the limits (restarting where a cell kills the kernel)."""
-        deadline = time.monotonic() + self.limits.notebook
         self._start()
+        deadline = time.monotonic() + self.limits.notebook  # the kernel's start does not count
         position = 0
         while position < len(self.cells):
             index, source = self.cells[position]
@@ -447,7 +498,7 @@ class StudentKernel:
         if self.kernel is not None and self.kernel.alive():
             return
         if not self._restart():
-            raise KernelDied("the kernel could not be restarted")
+            raise NoKernel("the kernel could not be restarted")
 
     # -- requests from the checkers
     def _refer(self, obj: Any) -> tuple:
@@ -488,7 +539,9 @@ class StudentKernel:
         return self._result(reply, args, kwargs)
 
     def _request(self, op: str, **payload: Any) -> dict:
+        started = time.monotonic()
         self.ensure_running()
+        self.exercise_deadline += time.monotonic() - started  # a restart is not the student's time
         kernel = self.kernel
         assert kernel is not None
         n = next(self._requests)
@@ -502,6 +555,7 @@ class StudentKernel:
         try:
             reply = kernel.execute(code, timeout, on_input=self._callback)
         except Timeout as exc:
+            reply_path.unlink(missing_ok=True)
             if exc.killed:
                 self._stop()
             raise CallTimedOut(exc.seconds, exc.killed) from None
