@@ -23,6 +23,7 @@ The design and its guarantees are described in :mod:`companion.grading`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import multiprocessing
@@ -30,6 +31,7 @@ import multiprocessing.connection
 import os
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -104,7 +106,9 @@ def inspect(path: Path, name: str, chapters: dict[int, registry.Chapter], chapte
         sub.problem = "a corrupted notebook: no cells" if is_ipynb else "not a notebook (JSON without cells)"
         return sub
     try:
-        nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
+        with warnings.catch_warnings():  # a notebook without cell ids (older front ends) is fine
+            warnings.simplefilter("ignore")
+            nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
         if not all(isinstance(c.get("source", ""), str) for c in nb.cells):
             raise ValueError("a cell's source is not text")
     except Exception as exc:
@@ -192,6 +196,24 @@ def _context(chapters: dict[int, registry.Chapter]):
     return ctx
 
 
+@contextlib.contextmanager
+def _without_main_module():
+    """Start workers without the caller's ``__main__``: multiprocessing would import it again in
+    each worker, which fails for a script read from stdin and, for a script without an
+    ``if __name__ == "__main__":`` guard, would start the grading again in every worker."""
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__.pop(k) for k in ("__file__",) if main is not None and k in main.__dict__}
+    spec = getattr(main, "__spec__", None)
+    if main is not None:
+        main.__spec__ = None
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.update(saved)
+            main.__spec__ = spec
+
+
 def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int, progress: Any = None) -> None:
     """Grade every submission that has a chapter, ``jobs`` at a time, each in its own process."""
     import companion.grading.runner  # noqa: F401  (fail here, not in every worker, if it cannot import)
@@ -208,7 +230,8 @@ def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int,
             sub, slot = queue.pop(0), free.pop(0)
             receive, send = ctx.Pipe(duplex=False)
             process = ctx.Process(target=_work, args=(send, str(sub.path), asdict(sub.chapter), limits, sandbox, slot), daemon=True)
-            process.start()
+            with _without_main_module():
+                process.start()
             send.close()
             running[receive] = (sub, process, slot, time.monotonic())
         ready = multiprocessing.connection.wait(list(running), timeout=1.0)
@@ -221,6 +244,7 @@ def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int,
                 try:
                     result = receive.recv()
                 except (EOFError, OSError):
+                    process.join(timeout=30)
                     result = {"ok": False, "error": f"the grading process ended without a result (exit code {process.exitcode})"}
             elif now - started > hard_limit:
                 process.kill()
@@ -270,7 +294,8 @@ def records(subs: list[Submission], points: dict[str, float]) -> list[dict]:
                 total += ex["points"]
                 out_of += ex["out_of"]
             entry.update(total=total, out_of=out_of, exercises=sub.result["exercises"], notes=sub.result["notes"],
-                         seconds_notebook=sub.result["seconds_notebook"], seconds_checks=sub.result["seconds_checks"],
+                         seconds_start=sub.result["seconds_start"], seconds_notebook=sub.result["seconds_notebook"],
+                         seconds_checks=sub.result["seconds_checks"],
                          kernel_restarts=sub.result["restarts"])
         out.append(entry)
     return out

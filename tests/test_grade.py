@@ -118,6 +118,19 @@ def test_registry_picks_up_a_new_chapter_and_checks_its_numbering(tmp_path):
         registry.build(tmp_path)
 
 
+def test_stamping_the_chapter_into_the_metadata(tmp_path):
+    shutil.copy(BOOK / CHAPTERS[3].notebook, tmp_path / CHAPTERS[3].notebook)
+    assert registry.stamp(tmp_path) == [tmp_path / CHAPTERS[3].notebook]
+    nb = nbformat.read(tmp_path / CHAPTERS[3].notebook, as_version=4)
+    assert nb.metadata["course"]["chapter"] == 3 and registry.identify(nb, "x", CHAPTERS)[1] == "metadata"
+    assert registry.stamp(tmp_path) == []  # once is enough
+    assert registry.build(tmp_path)["chapters"][0]["chapter"] == 3
+    nb.metadata["course"]["chapter"] = 4
+    nbformat.write(nb, tmp_path / CHAPTERS[3].notebook)
+    with pytest.raises(registry.RegistryError, match="metadata.course.chapter is 4, but the file name says 3"):
+        registry.build(tmp_path)
+
+
 def test_the_registry_command_says_it_is_up_to_date():
     done = subprocess.run([sys.executable, "-m", "companion.grading.registry", "--check"], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -209,9 +222,15 @@ def test_values_travel_back_whole(tmp_path):
     assert back["empty"].shape == (0, 4)
 
 
-def test_objects_that_are_not_data_stay_behind_as_named_placeholders(tmp_path):
+def test_objects_that_are_not_data_stay_behind_as_named_placeholders(tmp_path, monkeypatch):
     class Student:
         pass
+
+    monkeypatch.setattr(wire, "MAX_BYTES", 2**20 + 1000)  # leaves 1000 bytes for tensors
+    wire.write_safe(tmp_path / "big.st", [torch.zeros(10), torch.zeros(1000)])
+    small, big = wire.read_safe(tmp_path / "big.st")
+    assert torch.equal(small, torch.zeros(10)) and not isinstance(big, torch.Tensor) and type(big).__name__ == "Tensor"
+    monkeypatch.undo()
 
     wire.write_safe(tmp_path / "v.st", [Student(), lambda x: x])
     obj, fn = wire.read_safe(tmp_path / "v.st")
@@ -313,10 +332,10 @@ def graded(tmp_path_factory):
     checks = set(student.check_cells(book))
     sols = [c.source for c in book.cells if student.is_solution(c)]
     cells = [c for i, c in enumerate(book.cells) if i not in checks and not student.is_solution(c)]
-    for c in cells:
+    nb = new_notebook(cells=cells + [new_code_cell("\n\n".join(sols))])
+    for c in nb.cells:
         c.metadata = {}
         c.pop("id", None)
-    nb = new_notebook(cells=cells + [new_code_cell("\n\n".join(sols))])
     nb.metadata["course"] = {"chapter": 2}
     nb.cells[0].source = "# My attention homework"
     _write(nb, folder / "students" / "renamed.ipynb")
@@ -538,6 +557,25 @@ def test_the_kernel_has_no_network(kernel):
     sk, sandbox = kernel
     assert sk.lookup("network") != "open" and sk.lookup("raw") != "open"
     assert "network access is disabled while grading" in sk.lookup("network")
+
+
+def test_the_sandbox_falls_back_where_namespaces_or_root_are_missing(monkeypatch):
+    import companion.grading.session as session
+
+    monkeypatch.setattr(session.shutil, "which", lambda name: None)
+    sandbox = Sandbox.detect()
+    assert (sandbox.network, sandbox.separate_users, sandbox.unshare) == ("sockets refused", False, ())
+    assert sandbox.reserve(4) is sandbox and sandbox.command(["python"], 0) == ["python"]
+    assert Sandbox.detect(enabled=False).network == "sockets refused"
+
+
+def test_without_the_sandbox_sockets_are_still_refused():
+    sk = StudentKernel([(0, KERNEL_CELLS[0]), (1, KERNEL_CELLS[1])], Sandbox.detect(enabled=False), 0, kernel_env())
+    try:
+        sk.run()
+        assert "network access is disabled while grading" in sk.lookup("network")
+    finally:
+        sk.close()
 
 
 @pytest.mark.skipif(not (hasattr(os, "geteuid") and os.geteuid() == 0), reason="separate users need root")

@@ -6,6 +6,7 @@ the notebooks in ``book/``::
 
     python -m companion.grading.registry            # (re)write the registry from book/
     python -m companion.grading.registry --check    # exit 1 if it is out of date
+    python -m companion.grading.registry --stamp    # also write metadata.course.chapter into book/
 
 For each chapter the registry holds its number, notebook, title and checker module, and for each
 exercise its number and title (from the ``{exercise}`` directive), the checker function and the
@@ -121,10 +122,28 @@ def title_of(nb: Any) -> str | None:
 
 
 def chapter_number(path: Path, nb: Any) -> int:
+    """The chapter of a book notebook: ``metadata.course.chapter``, else its file name's number."""
     course = nb.metadata.get("course", {})
     if isinstance(course, dict) and isinstance(course.get("chapter"), int):
         return course["chapter"]
     return int(path.name.split("_")[0])
+
+
+def stamp(book: Path = BOOK) -> list[Path]:
+    """Write ``metadata.course.chapter`` (the number in the file name) into each book notebook
+    that lacks it, so that student versions and submissions carry their chapter."""
+    import nbformat
+
+    changed = []
+    for path in sorted(book.glob("[0-9]*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        course = nb.metadata.setdefault("course", {})
+        number = int(path.name.split("_")[0])
+        if course.get("chapter") != number:
+            course["chapter"] = number
+            nbformat.write(nb, path)
+            changed.append(path)
+    return changed
 
 
 def chapter_of(path: Path) -> tuple[Chapter | None, list[str]]:
@@ -136,6 +155,8 @@ def chapter_of(path: Path) -> tuple[Chapter | None, list[str]]:
     nb = nbformat.read(path, as_version=4)
     problems: list[str] = []
     number = chapter_number(path, nb)
+    if path.name.split("_")[0].isdigit() and int(path.name.split("_")[0]) != number:
+        problems.append(f"{path.name}: metadata.course.chapter is {number}, but the file name says {int(path.name.split('_')[0])}")
     title = title_of(nb) or ""
     aliases = checker_aliases(nb)
     directives = []
@@ -243,7 +264,12 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="exit 1 if the registry differs from what book/ gives")
     parser.add_argument("--book", type=Path, default=BOOK, help="the folder of chapter notebooks (default: book/)")
+    parser.add_argument("--stamp", action="store_true",
+                        help="first write metadata.course.chapter into every book notebook that lacks it")
     args = parser.parse_args(argv)
+    if args.stamp:
+        for path in stamp(args.book):
+            print(f"stamped {path} with its chapter number")
     try:
         text = render(build(args.book))
     except RegistryError as exc:

@@ -10,6 +10,7 @@ import random
 import re
 import time
 import traceback
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from companion.grading.session import (
     KernelDied,
     Limits,
     NoKernel,
+    SendFailed,
     Sandbox,
     StudentKernel,
     kernel_env,
@@ -52,7 +54,8 @@ class ExerciseResult:
 class NotebookResult:
     exercises: list[ExerciseResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    seconds_notebook: float = 0.0
+    seconds_start: float = 0.0  # starting the sandboxed kernel
+    seconds_notebook: float = 0.0  # running the student's cells (restarts and replays included)
     seconds_checks: float = 0.0
     restarts: int = 0
 
@@ -112,6 +115,9 @@ def grade_exercise(sk: StudentKernel, chapter: registry.Chapter, ex: registry.Ex
     except KernelDied as exc:
         why = str(exc) if "exit()" in str(exc) else "the kernel stopped (exit(), os._exit() or a crash)"
         return result("error", f"your code ended the notebook's kernel while being checked: {why}.")
+    except SendFailed as exc:
+        return result("error", f"the grader could not send this exercise's arguments to the kernel (a bug in "
+                               f"the grader: please report it): {exc}")
     except HelperFailed as exc:
         return result("error", f"your notebook's kernel could not run the check (did the notebook change "
                                f"`torch`, `open` or `companion`?): {exc}")
@@ -146,7 +152,9 @@ def _missing(name: str, ex: registry.Exercise, sk: StudentKernel, cells: list[tu
 
 def grade_notebook(path: str, chapter: registry.Chapter, limits: Limits, sandbox: Sandbox, slot: int) -> dict:
     """Grade one notebook of ``chapter``; plain data (see :class:`NotebookResult`)."""
-    nb = nbformat.read(path, as_version=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nb = nbformat.read(path, as_version=4)
     calls = {re.sub(r"\s+", "", ex.call) for ex in chapter.exercises}
     cells = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
     to_run = [(i, src) for i, src in cells if not _is_check_cell(src, calls)]
@@ -155,7 +163,8 @@ def grade_notebook(path: str, chapter: registry.Chapter, limits: Limits, sandbox
     try:
         start = time.monotonic()
         sk.run()
-        out.seconds_notebook = round(time.monotonic() - start, 2)
+        out.seconds_start = round(sk.seconds_start, 2)
+        out.seconds_notebook = round(time.monotonic() - start - sk.seconds_start, 2)
         start = time.monotonic()
         for ex in chapter.exercises:
             try:

@@ -60,8 +60,14 @@ class CallTimedOut(BaseException):
         self.seconds, self.killed = seconds, killed
 
 
-class HelperFailed(Exception):
-    """The grader's helper inside the kernel failed (the student's code broke something it needs)."""
+class HelperFailed(BaseException):
+    """The grader's helper inside the kernel failed (the student's code broke something it needs).
+
+    A ``BaseException``, so that a checker does not report it as the student's exception."""
+
+
+class SendFailed(HelperFailed):
+    """The grader could not send a checker's arguments to the kernel (a bug of the grader's)."""
 
 
 # ---------------------------------------------------------------------------------- sandbox
@@ -381,6 +387,7 @@ class StudentKernel:
     restarts: int = 0
     raised: list[dict] = field(default_factory=list)  # the student's exceptions seen by the proxies
     exercise_deadline: float = float("inf")
+    seconds_start: float = 0.0  # starting the first kernel (not counted in the notebook's limit)
 
     def __post_init__(self) -> None:
         self.poison: set[int] = set()
@@ -410,7 +417,9 @@ class StudentKernel:
 
     def run(self) -> None:
         """Run every cell in order, within the limits (restarting where a cell kills the kernel)."""
+        started = time.monotonic()
         self._start()
+        self.seconds_start = time.monotonic() - started
         deadline = time.monotonic() + self.limits.notebook  # the kernel's start does not count
         position = 0
         while position < len(self.cells):
@@ -546,7 +555,11 @@ class StudentKernel:
         assert kernel is not None
         n = next(self._requests)
         request, reply_path = kernel.transfer / f"req-{n}.pt", kernel.transfer / f"rep-{n}.st"
-        wire.write_pickle(request, {"op": op, "reply": str(reply_path), **payload}, self.pickle_module)
+        try:
+            wire.write_pickle(request, {"op": op, "reply": str(reply_path), **payload}, self.pickle_module)
+        except Exception as exc:
+            request.unlink(missing_ok=True)
+            raise SendFailed(f"{type(exc).__name__}: {exc}") from None
         os.chmod(request, 0o644)
         timeout = min(self.limits.call, self.exercise_deadline - time.monotonic())
         if timeout <= 0:

@@ -43,6 +43,10 @@ class WireError(Exception):
 
 
 # --------------------------------------------------------------------------------- encoding
+class _TooLarge(Exception):
+    pass
+
+
 class _Encoder:
     """Turns a value into (JSON-able structure, {name: tensor}); unknown objects become handles."""
 
@@ -50,9 +54,14 @@ class _Encoder:
         self.handle = handle
         self.tensors: dict[str, torch.Tensor] = {}
         self.items = 0
+        self.bytes = 0
         self.active: set[int] = set()  # containers being encoded (to detect cycles)
 
     def _tensor(self, t: torch.Tensor) -> str:
+        size = t.numel() * t.element_size()
+        if self.bytes + size > MAX_BYTES - 2**20:
+            raise _TooLarge(size)
+        self.bytes += size
         name = f"t{len(self.tensors)}"
         plain = t.detach()
         if type(plain) is not torch.Tensor:
@@ -93,6 +102,8 @@ class _Encoder:
                     return self._opaque(obj, "a sparse, quantized, meta or nested tensor")
                 name = self._tensor(obj)
                 return {"$tensor": name, "requires_grad": bool(obj.requires_grad)}
+            except _TooLarge as exc:
+                return self._opaque(obj, f"a tensor too large to send back ({exc.args[0] / 2**20:.0f} MB)")
             except Exception:
                 return self._opaque(obj, "a tensor that could not be copied")
         if kind is complex:
@@ -114,6 +125,8 @@ class _Encoder:
             if obj.dtype.kind in "biufc":
                 try:
                     return {"$ndarray": self._tensor(torch.from_numpy(numpy.ascontiguousarray(obj))), "dtype": obj.dtype.str}
+                except _TooLarge:
+                    return self._opaque(obj, "an array too large to send back")
                 except Exception:
                     pass
             return self._opaque(obj, f"a NumPy array of dtype {obj.dtype}")
