@@ -356,8 +356,14 @@ def write_outputs(out: Path, feedback: Path, feedback_dir: Path | None, entries:
     feedback.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     if feedback_dir is not None:
         feedback_dir.mkdir(parents=True, exist_ok=True)
-        for entry in entries:
-            stem = entry["submission"].replace("\\", "/").strip("/").replace("/", "__").removesuffix(".ipynb")
+        names = [Path(e["submission"]).as_posix() for e in entries]
+        try:  # name the files after the submissions' paths below their common folder
+            common = os.path.commonpath([str(Path(n).parent) for n in names]) if names else ""
+        except ValueError:  # absolute and relative paths mixed
+            common = ""
+        for entry, name in zip(entries, names):
+            relative = os.path.relpath(name, common) if common else name
+            stem = relative.replace("\\", "/").strip("/").replace("/", "__").removesuffix(".ipynb")
             (feedback_dir / f"{stem}.md").write_text(feedback_text(entry), encoding="utf-8")
 
 

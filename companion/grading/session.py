@@ -478,7 +478,12 @@ class StudentKernel:
                                   "the rest of the notebook was not run")
                 return False
             self.restarts += 1
-            self._start()
+            try:
+                self._start()
+            except Exception as exc:  # the machine is out of memory or processes, ...
+                self._stop()
+                self.notes.append(f"a new kernel could not be started: {str(exc)[:300]}")
+                return False
             replay_deadline = time.monotonic() + self.limits.notebook
             sources = dict(self.cells)
             ok = True
