@@ -12,13 +12,13 @@ import time
 import traceback
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any
+
 
 import nbformat
 import numpy as np
 import torch
 
-from companion.exercises._core import HINT, NOT_ATTEMPTED, PASSED, Feedback
+from companion.exercises._core import HINT, INTERNAL, NOT_ATTEMPTED, PASSED, RAISED, Feedback
 from companion.grading import registry
 from companion.grading.session import (
     MISSING,
@@ -35,7 +35,8 @@ from companion.grading.session import (
 
 #: The five results of an exercise.
 STATUSES = ("passed", "not yet", "not attempted", "error", "timed out")
-_FROM_FEEDBACK = {PASSED: "passed", HINT: "not yet", NOT_ATTEMPTED: "not attempted"}
+# INTERNAL: the checker itself failed (a bug of the course): graded "error", with its message.
+_FROM_FEEDBACK = {PASSED: "passed", HINT: "not yet", NOT_ATTEMPTED: "not attempted", INTERNAL: "error"}
 
 
 @dataclass
@@ -126,7 +127,9 @@ def grade_exercise(sk: StudentKernel, chapter: registry.Chapter, ex: registry.Ex
     if not isinstance(feedback, Feedback) or feedback.exercise != ex.exercise:
         return result("error", f"the grader's checker returned {feedback!r} (a bug in the grader: please report it)")
     status = _FROM_FEEDBACK[feedback.status]
-    if status == "not yet" and any(feedback.message.startswith(f"your code raised {e.get('type')}:") for e in sk.raised):
+    raised = feedback.kind == RAISED or any(
+        feedback.message.startswith(f"your code raised {e.get('type')}:") for e in sk.raised)
+    if status == "not yet" and raised:
         status = "error"
     return result(status, feedback.message, str(feedback).replace("\n   ", " "))
 
