@@ -13,7 +13,6 @@ import traceback
 import warnings
 from dataclasses import asdict, dataclass, field
 
-
 import nbformat
 import numpy as np
 import torch
