@@ -687,9 +687,14 @@ def plot_beam_tree(trace: Sequence[BeamStep], decode: Callable[[int], str] = str
                    show_pruned: int = 2, best: Sequence[int] | None = None, fontsize: float = 8) -> Any:
     """Draw a beam-search trace as a tree: one column per step, one node per hypothesis.
 
-    Nodes show the token and the summed log-probability; alive beams are blue, finished
-    hypotheses green, and for each beam the ``show_pruned`` best pruned extensions are grey.
-    ``best`` (the generated tokens of the winner) is drawn in bold red. Returns the axes.
+    Nodes show the token, boxed in a monospace font (so that "," and "." stand out; give a
+    ``decode`` that also makes spaces and new lines visible, such as "␣" and "⏎"), and the summed
+    log-probability; alive beams are blue, finished hypotheses green, and for each beam the
+    ``show_pruned`` best pruned extensions are grey. ``best`` (the generated tokens of the
+    winner) is drawn in bold red. Returns the axes.
+
+    Shapes:
+        ``trace``: one BeamStep per step; ``best`` (n,) token ids; ``decode``: int -> str.
     """
     import matplotlib.pyplot as plt
 
@@ -729,9 +734,15 @@ def plot_beam_tree(trace: Sequence[BeamStep], decode: Callable[[int], str] = str
             color = {"alive": "tab:blue", "finished": "tab:green", "pruned": "0.7"}[status]
             ax.plot([px, x], [py, y], color="tab:red" if on_best else color, lw=2.5 if on_best else 1, zorder=1)
             ax.scatter([x], [y], s=40, color=color, zorder=2)
-            ax.annotate(f"{decode(t)}  {s:.2f}", (x, y), textcoords="offset points", xytext=(5, 3),
-                        fontsize=fontsize, color="black" if status != "pruned" else "0.5",
-                        fontweight="bold" if on_best else "normal")
+            text_style = dict(color="black" if status != "pruned" else "0.5",
+                              fontweight="bold" if on_best else "normal", va="center")
+            # The token in a box, in a monospace font, so that "," and "." are as visible as letters;
+            # its score just right of the box.
+            token = ax.annotate(str(decode(t)), (x, y), textcoords="offset points", xytext=(5, 7),
+                                fontsize=fontsize + 1, family=["DejaVu Sans Mono", "DejaVu Sans"],
+                                bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="0.6", lw=0.6), **text_style)
+            ax.annotate(f"{s:.2f}", (1, 0.5), xycoords=token, textcoords="offset points", xytext=(3, 0),
+                        fontsize=fontsize, **text_style)
             if status == "alive":
                 positions[path] = (x, y)
     ax.set_xlabel("step")

@@ -2,8 +2,14 @@
 
 The sampling mutants of 8.1 are random: each is caught unless it draws the argmax on all 96 rows
 of the check, which has a probability below 1e-12 (see companion.exercises.decoding).
+
+The references are the book's solutions, character for character: the last test reads them from
+book/08_beam_search.ipynb, so that what the harness proves is about the solution students see.
 """
+import inspect
 import math
+import re
+from pathlib import Path
 
 import torch
 
@@ -14,7 +20,8 @@ from mutation_harness import Exercise, Mutant, make_tests
 # --- 8.1 ---------------------------------------------------------------------------------------------
 def my_greedy_step(model, ids):
     logits = model(ids)  # (B, T, V)
-    next_ids = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1): the last position predicts the next token
+    # the last position predicts the next token: (B, 1)
+    next_ids = logits[:, -1].argmax(dim=-1, keepdim=True)
     return torch.cat([ids, next_ids], dim=1)  # (B, T + 1)
 
 
@@ -56,10 +63,11 @@ GREEDY = [
 # --- 8.2 ---------------------------------------------------------------------------------------------
 def my_beam_step(beam_scores, next_probs, k, eos_id):
     n, V = next_probs.shape
-    scores = beam_scores[:, None] + next_probs.log()  # (n, V): summed log-probabilities
+    # (n, V): the summed log-probability of every candidate
+    scores = beam_scores[:, None] + next_probs.log()
     alive, finished = [], []
-    for flat in scores.flatten().argsort(descending=True).tolist():  # all candidates, best first
-        if len(alive) == k:
+    for flat in scores.flatten().argsort(descending=True).tolist():
+        if len(alive) == k:  # the beam is full: the rest are pruned
             break
         parent, token = divmod(flat, V)
         target = finished if token == eos_id else alive
@@ -119,7 +127,7 @@ BEAM = [
 # --- 8.3 ---------------------------------------------------------------------------------------------
 def my_length_ranking(scores, lengths, alpha):
     normalized = [s / n**alpha for s, n in zip(scores, lengths)]
-    return sorted(range(len(scores)), key=lambda i: normalized[i], reverse=True)
+    return sorted(range(len(scores)), key=lambda i: -normalized[i])
 
 
 def _rank(key):
@@ -147,7 +155,7 @@ LENGTH = [
 
 # --- 8.4 ---------------------------------------------------------------------------------------------
 def my_top_k(logits, k):
-    kth = logits.topk(k, dim=-1).values[:, -1:]  # (B, 1): each row's k-th largest
+    kth = logits.topk(k, dim=-1).values[:, -1:]  # (B, 1): each row's k-th
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
@@ -178,15 +186,17 @@ TOP_K = [
 ]
 
 
-# --- 8.5 (new: a KV cache by hand) -------------------------------------------------------------------
+# --- 8.5: a KV cache by hand -------------------------------------------------------------------------
 def my_cached_attention(q_new, k_new, v_new, cache):
-    if cache["k"] is None:
+    if cache["k"] is None:  # the first token starts the cache
         cache["k"], cache["v"] = k_new, v_new  # (B, 1, d)
-    else:
-        cache["k"] = torch.cat([cache["k"], k_new], dim=1)  # (B, t, d) + (B, 1, d) -> (B, t + 1, d)
+    else:  # append along time: (B, t, d) + (B, 1, d) -> (B, t + 1, d)
+        cache["k"] = torch.cat([cache["k"], k_new], dim=1)
         cache["v"] = torch.cat([cache["v"], v_new], dim=1)
     d = q_new.shape[-1]
-    weights = torch.softmax(q_new @ cache["k"].transpose(-2, -1) / math.sqrt(d), dim=-1)  # (B, 1, t + 1)
+    # (B, 1, d) @ (B, d, t + 1) -> (B, 1, t + 1): no mask, no future token
+    scores = q_new @ cache["k"].transpose(-2, -1) / math.sqrt(d)
+    weights = torch.softmax(scores, dim=-1)  # over the cached positions
     return weights @ cache["v"]  # (B, 1, t + 1) @ (B, t + 1, d) -> (B, 1, d)
 
 
@@ -260,3 +270,20 @@ EXERCISES = [
 ]
 
 test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "08_beam_search.ipynb"
+
+
+def test_references_are_the_notebooks_solutions():
+    import nbformat
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    solutions = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
+            solutions[re.match(r"def (\w+)\(", cell.source).group(1)] = cell.source.strip()
+    assert sorted(solutions) == sorted(e.reference.__name__ for e in EXERCISES)
+    for exercise in EXERCISES:
+        name = exercise.reference.__name__
+        assert inspect.getsource(exercise.reference).strip() == solutions[name], (
+            f"{exercise.name}: the registry's {name} differs from the solution cell of {NOTEBOOK.name}")

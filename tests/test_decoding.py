@@ -387,7 +387,10 @@ def test_plot_beam_tree_draws_every_kept_node():
     res = beam_search(m, [S], 5, k=2, eos_id=END, return_trace=True)
     ax = decoding.plot_beam_tree(res.trace, lambda t: m.itos[t], best=res.best.generated, show_pruned=3)
     labels = [t.get_text() for t in ax.texts]
-    assert "ok  -0.92" in labels and "</s>  -1.38" in labels
+    pairs = list(zip(labels, labels[1:]))  # each node: its token, then its score
+    assert ("ok", "-0.92") in pairs and ("</s>", "-1.38") in pairs
+    token = next(t for t in ax.texts if t.get_text() == "ok")
+    assert token.get_bbox_patch() is not None  # boxed, so that "," and "." are visible too
     plt.close("all")
 
 

@@ -204,3 +204,45 @@ def test_cached_attention():
     for expected, fn in cases.items():
         fb = check.cached_attention(fn)
         assert fb.status == "hint" and fb.kind == "specific" and expected in fb.message, (expected, fb)
+
+
+def test_cached_attention_accepts_other_right_answers():
+    """Right answers written differently from the book's all pass: PyTorch's fused attention, a
+    cache started from empty tensors, and keys and values appended in place with dict.update."""
+    import torch.nn.functional as F
+
+    def fused(q_new, k_new, v_new, cache):
+        cached_ok(q_new, k_new, v_new, cache)
+        return F.scaled_dot_product_attention(q_new, cache["k"], cache["v"])
+
+    def from_empty(q_new, k_new, v_new, cache):
+        B, _, d = k_new.shape
+        empty = k_new.new_zeros(B, 0, d)  # (B, 0, d): no token yet
+        keys = torch.cat([empty if cache["k"] is None else cache["k"], k_new], dim=1)
+        values = torch.cat([empty if cache["v"] is None else cache["v"], v_new], dim=1)
+        cache.update(k=keys, v=values)
+        weights = torch.softmax(q_new @ keys.transpose(1, 2) * d**-0.5, dim=-1)
+        return weights @ values
+
+    for right in (fused, from_empty):
+        fb = check.cached_attention(right)
+        assert fb.passed, (right.__name__, fb)
+
+
+def test_the_books_solutions_pass():
+    """The chapter's solution cells, run as they are, pass their checks (the same text as the
+    mutation registry's references, which tests/test_checker_mutations_ch08.py compares)."""
+    from pathlib import Path
+
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "book" / "08_beam_search.ipynb", as_version=4)
+    namespace = {"torch": torch, "math": math}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
+            exec(cell.source, namespace)
+    checks = {"my_greedy_step": check.greedy_step, "my_beam_step": check.beam_step,
+              "my_length_ranking": check.length_ranking, "my_top_k": check.top_k_filter,
+              "my_cached_attention": check.cached_attention}
+    for name, checker in checks.items():
+        assert checker(namespace[name]).passed, name
