@@ -301,6 +301,7 @@ class Trainer:
         self.history = History()
         # reading a loss back waits for the GPU: read them in groups there
         self._read_every = 1 if self.device.type == "cpu" else 16
+        self._bar_in_seconds = False  # set by run()
 
     @property
     def global_batch(self) -> int:
@@ -382,7 +383,10 @@ class Trainer:
             if not math.isfinite(loss):
                 raise FloatingPointError(f"the training loss became {loss} at step {step}; lower the learning rate")
             h.steps.append(step), h.train_loss.append(loss), h.lr.append(lr)
-        bar.set_postfix_str(f"step {pending[-1][0]}, batch loss {h.train_loss[-1]:.3f}", refresh=False)
+        # a bar in steps shows the step itself; one in seconds (a time budget) needs it in the postfix.
+        # Short, so that a notebook's stored bar fits the book's 78 columns.
+        step = f"step {pending[-1][0]}, batch " if self._bar_in_seconds else ""
+        bar.set_postfix_str(f"{step}loss {h.train_loss[-1]:.3f}", refresh=False)
         pending.clear()
 
     def _evaluate_and_log(self, bar=None) -> None:
@@ -415,6 +419,7 @@ class Trainer:
         self.model.train()
         if cfg.compile and self.compile_seconds == 0.0:
             self._warm_up()
+        self._bar_in_seconds = time_budget is not None
         if time_budget is not None:  # a bar in seconds: its total is the budget
             bar = tqdm(total=time_budget, disable=not progress or not main, desc="training", mininterval=1.0,
                        dynamic_ncols=True, file=sys.stderr, bar_format="{desc}: {percentage:3.0f}%|{bar}| "

@@ -1,6 +1,10 @@
 """Mutation registry of chapter 7 (training a language model): see tests/mutation_harness.py."""
+import inspect
 import math
+import re
+from pathlib import Path
 
+import nbformat
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -11,8 +15,10 @@ from mutation_harness import Exercise, Mutant, make_tests
 
 # --- 7.1 ---------------------------------------------------------------------------------------------
 def my_cross_entropy(logits, targets):
-    logp = torch.log_softmax(logits, dim=-1)  # (B, T, V): log-probabilities over the vocabulary
-    picked = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T): log p of each target
+    # (B, T, V): log-probabilities over the vocabulary
+    logp = torch.log_softmax(logits, dim=-1)
+    # (B, T): the log-probability of each target
+    picked = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return -picked.mean()
 
 
@@ -95,15 +101,16 @@ BITS = [
 ]
 
 
-# --- 7.4 (new: the training step) --------------------------------------------------------------------
+# --- 7.5 (the training step; it comes after the model, 7.4, in the chapter) -----------------------------
 def my_train_step(model, optimizer, x, y, max_norm):
-    optimizer.zero_grad()
+    optimizer.zero_grad()  # clear what the previous step left in .grad
     logits, _ = model(x)  # (B, T, V)
     B, T, V = logits.shape
+    # (B*T, V) against (B*T,): the mean of -log p(next token)
     loss = F.cross_entropy(logits.reshape(B * T, V), y.reshape(B * T))
-    loss.backward()
+    loss.backward()  # the gradients, into each parameter's .grad
     torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-    optimizer.step()
+    optimizer.step()  # update the weights
     return loss.item()
 
 
@@ -165,12 +172,13 @@ TRAIN_STEP = [
 ]
 
 
-# --- 7.5 (new: the GPT's forward pass) ---------------------------------------------------------------
+# --- 7.4 (the GPT's forward pass, where the chapter introduces the model) ---------------------------
 def my_gpt_forward(model, idx):
     B, T = idx.shape
-    x = model.tok_emb(idx) + model.pos_emb(torch.arange(T))  # (B, T, d_model)
+    # (B, T, d_model) + (T, d_model) -> (B, T, d_model)
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(T))
     for block in model.blocks:
-        x = block(x, is_causal=True)
+        x = block(x, is_causal=True)  # (B, T, d_model)
     return model.head(model.final_norm(x))  # (B, T, V)
 
 
@@ -225,8 +233,25 @@ EXERCISES = [
     Exercise(check.cross_entropy, my_cross_entropy, CROSS_ENTROPY),
     Exercise(check.shift, my_shift, SHIFT),
     Exercise(check.bits_per_char, my_bits, BITS),
-    Exercise(check.train_step, my_train_step, TRAIN_STEP),
     Exercise(check.gpt_forward, my_gpt_forward, GPT_FORWARD),
+    Exercise(check.train_step, my_train_step, TRAIN_STEP),
 ]
 
 test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "07_training_a_language_model.ipynb"
+
+
+def test_the_references_are_the_chapters_solutions():
+    """Each reference above is, character for character, the solution cell of the chapter: the
+    mutants are mistakes made on the code the students see."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    solutions = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
+            name = re.match(r"def (\w+)\(", cell.source).group(1)
+            solutions[name] = cell.source.strip()
+    assert set(solutions) == {ex.reference.__name__ for ex in EXERCISES}
+    for exercise in EXERCISES:
+        ref = exercise.reference
+        assert inspect.getsource(ref).strip() == solutions[ref.__name__], ref.__name__

@@ -162,3 +162,12 @@ def _blocks(model, x):
     for block in model.blocks:
         x = block(x, is_causal=True)
     return x
+
+
+def test_numbers_follow_the_chapter():
+    """Exercises are numbered in the order the chapter sets them: the GPT's forward pass where the
+    model is introduced (7.4), the training step in the training loop after it (7.5)."""
+    order = [check.cross_entropy, check.shift, check.bits_per_char, check.gpt_forward, check.train_step]
+    assert [c.exercise for c in order] == [f"Exercise 7.{k}" for k in range(1, 6)]
+    assert str(check.gpt_forward(gpt_forward_ok)).startswith("✅ Exercise 7.4 passed")
+    assert str(check.train_step(train_step_ok)).startswith("✅ Exercise 7.5 passed")

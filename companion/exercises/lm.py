@@ -142,7 +142,7 @@ def bits_per_char(my_bits) -> None:
     hint(f"my_bits({nats}) returned {got!r}, expected {right:.4f}.", generic=True)
 
 
-# ------------------------------------------------------------------------------- Exercise 7.4
+# ---------------------------------------------------- Exercise 7.5 (the training loop comes after the model)
 def _tiny_gpt(seed: int, **overrides):
     """A small companion GPT with every parameter drawn at random (seeded; the global RNG is untouched)."""
     from companion.model import GPT, GPTConfig
@@ -216,7 +216,7 @@ _TRAIN_MISTAKES = {
 _BY_PARAMETERS = ("no_zero", "targets_x", "clip_fixed")
 
 
-@checker("Exercise 7.4")
+@checker("Exercise 7.5")
 def train_step(my_train_step) -> None:
     """``my_train_step(model, optimizer, x, y, max_norm) -> float``: one step of training.
 
@@ -281,7 +281,7 @@ def train_step(my_train_step) -> None:
            "returned loss is a float for the training log.")
 
 
-# ------------------------------------------------------------------------------- Exercise 7.5
+# ---------------------------------------------------- Exercise 7.4 (where the chapter introduces the GPT)
 def _gpt_forward(model, idx, *, pos="arange", start=0, final_norm=True, causal=True, head_first=False,
                  blocks=None, scale_tokens=False, norm_first=False):
     """The GPT's forward pass from its parts, and its classic mistakes (selected by the flags)."""
@@ -304,7 +304,7 @@ def _gpt_forward(model, idx, *, pos="arange", start=0, final_norm=True, causal=T
     return model.head(x)  # (B, T, V)
 
 
-@checker("Exercise 7.5")
+@checker("Exercise 7.4")
 def gpt_forward(my_gpt_forward) -> None:
     """``my_gpt_forward(model, idx)``: logits (B, T, V) from the GPT's parts, equal to ``model(idx)[0]``.
 
