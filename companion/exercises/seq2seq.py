@@ -103,9 +103,9 @@ def teacher_forcing(my_teacher_forcing) -> None:
                 if torch.equal(got_in[:, 0], torch.full((B,), 1)) and bos != 1:
                     hint(f"use the `bos_id` argument (here {bos}), not a fixed id.")
                 hint(f"for targets={targets}, bos_id={bos}, eos_id={eos}, pad_id={pad} the input is "
-                     f"{want_in.tolist()}, you returned {got_in.tolist()}.")
+                     f"{want_in.tolist()}, you returned {got_in.tolist()}.", generic=True)
             hint(f"for targets={targets}, bos_id={bos}, eos_id={eos}, pad_id={pad} the targets are "
-                 f"{want_out.tolist()}, you returned {got_out.tolist()}.")
+                 f"{want_out.tolist()}, you returned {got_out.tolist()}.", generic=True)
         if got_in.shape != got_out.shape:
             hint(f"`tgt_in` and `tgt_out` must have the same shape (got {tuple(got_in.shape)} and "
                  f"{tuple(got_out.shape)}): position t of the input predicts position t of the targets.")
@@ -116,7 +116,7 @@ def teacher_forcing(my_teacher_forcing) -> None:
             hint("one column short: with `<s>` in front (input) and `</s>` behind (targets), each row is one "
                  "token longer than its target; T = longest target + 1.")
         hint(f"both tensors have shape (B, T) = ({B}, {T}): B targets, T = longest target + 1 "
-             f"(got {tuple(got_in.shape)}).")
+             f"(got {tuple(got_in.shape)}).", generic=True)
     passed("`<s> y` in, `y </s>` out, padded with `pad_id`.")
 
 
@@ -209,7 +209,7 @@ def masked_cross_attention(my_cross_attention) -> None:
     if not close(w.sum(-1), torch.ones(B, T, dtype=torch.float64)):
         hint("each row of the weights must sum to 1 over the source positions (softmax over dim=-1).")
     hint("compute scores = q @ k^T / sqrt(d) (B, T, S), set the scores of padded keys to -inf, take the softmax "
-         "over the keys, and return (weights @ v, weights).")
+         "over the keys, and return (weights @ v, weights).", generic=True)
 
 
 # ------------------------------------------------------------------------------- Exercise 9.3
@@ -280,5 +280,5 @@ def char_ngram_precision_recall(my_ngram_pr) -> None:
             if all(math.isclose(a, b, abs_tol=1e-9) for a, b in zip(got, wrong)):
                 hint(message)
         hint(f"for hypothesis={hyp!r}, reference={ref!r}, n={n} the answer is (precision, recall) = "
-             f"({want[0]:.4f}, {want[1]:.4f}); you returned ({got[0]:.4f}, {got[1]:.4f}).")
+             f"({want[0]:.4f}, {want[1]:.4f}); you returned ({got[0]:.4f}, {got[1]:.4f}).", generic=True)
     passed("clipped counts of overlapping character n-grams.")
