@@ -32,9 +32,10 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from companion.attention import KVCache, scaled_dot_product_attention
-from companion.block import DecoderBlock, _check_width
+from companion.block import DecoderBlock
 from companion.encoder import Encoder
 from companion.norm import LayerNorm
+from companion.validation import check_vectors
 from companion.positional import SinusoidalPositionalEncoding
 
 __all__ = ["Seq2SeqConfig", "Decoder", "DecoderCache", "Seq2SeqTransformer", "ConditionalLM"]
@@ -193,7 +194,7 @@ class Decoder(nn.Module):
 
     def forward(self, x: Tensor, memory: Tensor, *, key_mask: Tensor | None = None,
                 memory_key_mask: Tensor | None = None) -> Tensor:
-        B, T, C = _check_width(x, self.d_model, "x")
+        B, T, C = check_vectors("x", x, self.d_model, like=next(self.parameters()))
         for block in self.blocks:
             # target position t sees targets <= t, and every real source position
             x = block(x, memory, is_causal=True, key_mask=key_mask, memory_key_mask=memory_key_mask)  # (B, T, C)
@@ -206,7 +207,7 @@ class Decoder(nn.Module):
         Shapes:
             memory: ``(B, S, d_model)`` -> ``n_layers`` pairs of ``(B, h, S, d_head)``.
         """
-        B, S, C = _check_width(memory, self.d_model, "memory")
+        B, S, C = check_vectors("memory", memory, self.d_model, like=next(self.parameters()))
         h = self.n_heads
         pairs = []
         for block in self.blocks:
@@ -230,7 +231,7 @@ class Decoder(nn.Module):
             x: ``(B, T, d_model)`` -> out ``(B, T, d_model)``; weights: ``n_layers`` tensors of
             ``(B, h, T, S)`` or None.
         """
-        B, T, C = _check_width(x, self.d_model, "x")
+        B, T, C = check_vectors("x", x, self.d_model, like=next(self.parameters()))
         if not isinstance(cache, DecoderCache):
             raise TypeError(f"`cache` must be a DecoderCache (got {type(cache).__name__}); "
                             "make one with Seq2SeqTransformer.new_cache(memory)")
