@@ -664,3 +664,43 @@ def test_one_search_bar(browser, server, screen):
         context.close()
     assert len(found["fields"]) <= 1, f"{name} ({width}px): {len(found['fields'])} search bars: {found['fields']}"
     assert found["fields"] or found["buttons"], f"{name} ({width}px): no search bar and no search button"
+
+
+def test_every_chapter_offers_its_student_version(server, browser, site):
+    """Near the top of each chapter page, a visible link downloads the student notebook: plain
+    Markdown (exercise headings, no MyST directives) and no solution code."""
+    from companion import student
+
+    context = _new_context(browser)
+    problems = {}
+    for path in student.chapters():
+        rel = f"book/{path.stem}.html"
+        tab = context.new_page()
+        tab.set_viewport_size({"width": 390, "height": 844})
+        tab.goto(server + rel)
+        link = tab.locator("p.student-download a[download]")
+        found = []
+        if link.count() != 1:
+            found.append(f"{link.count()} student-download links (expected 1)")
+        else:
+            box = link.bounding_box()
+            if box is None or box["y"] > 2 * 844:
+                found.append(f"the student-download link is not near the top of the page (box {box})")
+            href = tab.evaluate("() => document.querySelector('p.student-download a[download]').href")
+            response = context.request.get(href)
+            if response.status != 200:
+                found.append(f"the student version answers HTTP {response.status}")
+            else:
+                nb = nbformat.reads(response.text(), as_version=4)
+                markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+                if "```{exercise}" in markdown or "{solution-start}" in markdown:
+                    found.append("the student version still holds MyST exercise directives")
+                if student.check_cells(nb) and "### Exercise" not in markdown:
+                    found.append("the student version has no '### Exercise' heading")
+                solutions = {c.source for c in nbformat.read(path, as_version=4).cells if student.is_solution(c)}
+                if any(c.source in solutions for c in nb.cells):
+                    found.append("a solution survived in the student version")
+        tab.close()
+        problems[rel] = found
+    context.close()
+    _fail_if(problems, "student-version downloads")
