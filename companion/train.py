@@ -41,6 +41,7 @@ from companion import distributed
 from companion.checkpoint import load_checkpoint, save_checkpoint
 from companion.data import Corpus, load_corpus
 from companion.model import GPT, GPTConfig
+from companion.validation import check_bool, check_float, check_int
 
 
 @dataclass(frozen=True)
@@ -66,14 +67,29 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model (worth it on a GPU; compiling takes a minute)
 
     def __post_init__(self):
+        # every field checked here, so that a wrong value fails now, with its name, and not as a
+        # NaN loss or a stack trace from inside the optimizer many steps later
         if self.precision not in distributed.PRECISIONS:
             raise ValueError(f"`precision` must be one of {distributed.PRECISIONS} (got {self.precision!r})")
         if not isinstance(self.device, str):
             raise TypeError(f"`device` must be a string such as 'auto', 'cpu', 'cuda' or 'mps' (got {self.device!r})")
         for name in ("batch_size", "max_steps", "eval_batches"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer (got {value!r})")
+            check_int(name, getattr(self, name), minimum=1)
+        check_int("eval_interval", self.eval_interval, minimum=0, hint="0 evaluates only at the end")
+        check_int("seed", self.seed)
+        if self.threads is not None:
+            check_int("threads", self.threads, minimum=1, hint="or None to leave torch's setting as it is")
+        check_float("learning_rate", self.learning_rate, low=0, low_open=True)
+        check_float("min_lr", self.min_lr, low=0)
+        if self.min_lr > self.learning_rate:
+            raise ValueError(f"`min_lr` must be <= learning_rate (got min_lr={self.min_lr:g}, "
+                             f"learning_rate={self.learning_rate:g}): the schedule decays to it")
+        check_float("warmup", self.warmup, low=0, hint="a number of steps if >= 1, else a fraction of the run")
+        check_float("weight_decay", self.weight_decay, low=0)
+        check_float("beta1", self.beta1, low=0, high=1, high_open=True)
+        check_float("beta2", self.beta2, low=0, high=1, high_open=True)
+        check_float("grad_clip", self.grad_clip, low=0, hint="0 turns clipping off")
+        check_bool("compile", self.compile)
 
 
 #: Named configurations: (model, training). Vocabulary size is filled in from the tokenizer.
@@ -272,6 +288,12 @@ class Trainer:
     """
 
     def __init__(self, model: GPT, corpus: Corpus, cfg: TrainConfig):
+        if not isinstance(model, GPT):
+            raise TypeError(f"`model` must be a companion.model.GPT (got {type(model).__name__})")
+        if not isinstance(corpus, Corpus):
+            raise TypeError(f"`corpus` must be a companion.data.Corpus, e.g. load_corpus() (got {type(corpus).__name__})")
+        if not isinstance(cfg, TrainConfig):
+            raise TypeError(f"`cfg` must be a TrainConfig (got {type(cfg).__name__})")
         if model.config.vocab_size != corpus.tokenizer.vocab_size:
             raise ValueError(f"the model's vocab_size={model.config.vocab_size} does not match the tokenizer's "
                              f"{corpus.tokenizer.vocab_size}")
@@ -409,6 +431,10 @@ class Trainer:
         Compiling (``cfg.compile``) happens before the clock starts. Several processes agree on
         process 0's clock; only process 0 evaluates, logs and calls ``on_eval(trainer)``.
         """
+        if steps is not None:
+            check_int("steps", steps, minimum=0)
+        if time_budget is not None:
+            check_float("time_budget", time_budget, low=0, low_open=True, hint="seconds")
         cfg, h = self.cfg, self.history
         target = cfg.max_steps if steps is None else steps
         if time_budget is None and target <= self.step:

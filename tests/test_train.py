@@ -337,3 +337,42 @@ def test_a_progress_bar_is_stored_as_its_last_frame_as_nbval_compares_it():
     assert [dict(o) for o in fresh] == [dict(o) for o in stored]  # what nbval compares: unchanged
     again = nbval.coalesce_streams([nbformat.from_dict(dict(o)) for o in stored])
     assert [dict(o) for o in again] == [dict(o) for o in stored]
+
+
+@pytest.mark.parametrize("field,value,error,message", [
+    ("batch_size", 0, ValueError, "`batch_size` must be a positive integer"),
+    ("batch_size", 2.5, TypeError, "`batch_size` must be a positive integer"),
+    ("max_steps", True, TypeError, "`max_steps` must be a positive integer"),
+    ("eval_interval", -1, ValueError, "`eval_interval` must be a non-negative integer"),
+    ("threads", 0, ValueError, "`threads` must be a positive integer"),
+    ("learning_rate", 0.0, ValueError, "`learning_rate` must be a finite number > 0"),
+    ("learning_rate", float("nan"), ValueError, "`learning_rate` must be"),
+    ("learning_rate", "3e-3", TypeError, "`learning_rate` must be"),
+    ("min_lr", 1.0, ValueError, "`min_lr` must be <= learning_rate"),
+    ("warmup", -5, ValueError, "`warmup` must be"),
+    ("weight_decay", float("inf"), ValueError, "`weight_decay` must be"),
+    ("beta1", 1.0, ValueError, r"`beta1` must be a number in \[0, 1\)"),
+    ("beta2", -0.1, ValueError, "`beta2` must be"),
+    ("grad_clip", -1.0, ValueError, "`grad_clip` must be"),
+    ("compile", "yes", TypeError, "`compile` must be True or False"),
+    ("seed", 1.5, TypeError, "`seed` must be an integer"),
+])
+def test_train_config_refuses_a_wrong_field_by_name(field, value, error, message):
+    with pytest.raises(error, match=message):
+        TrainConfig(**{field: value})
+
+
+def test_trainer_refuses_wrong_arguments(corpus):
+    model = GPT(GPTConfig(vocab_size=corpus.tokenizer.vocab_size, context_length=8, d_model=8, n_layers=1, n_heads=2))
+    with pytest.raises(TypeError, match="`model` must be a companion.model.GPT"):
+        Trainer(torch.nn.Linear(2, 2), corpus, TrainConfig())
+    with pytest.raises(TypeError, match="`corpus` must be a companion.data.Corpus"):
+        Trainer(model, corpus.train_ids, TrainConfig())
+    with pytest.raises(TypeError, match="`cfg` must be a TrainConfig"):
+        Trainer(model, corpus, {"batch_size": 4})
+    trainer = Trainer(model, corpus, TrainConfig(batch_size=2, max_steps=2, eval_interval=0, eval_batches=1))
+    with pytest.raises(ValueError, match="`steps` must be a non-negative integer"):
+        trainer.run(-1, progress=False)
+    with pytest.raises(ValueError, match="`time_budget` must be a finite number > 0"):
+        trainer.run(time_budget=0, progress=False)
+    assert trainer.step == 0  # nothing ran
