@@ -15,6 +15,7 @@ import torch
 
 from companion.exercises import decoding as check
 from mutation_harness import Exercise, Mutant, make_tests
+from test_exercises_decoding import ranked_candidates
 
 
 # --- 8.1 ---------------------------------------------------------------------------------------------
@@ -78,17 +79,7 @@ def my_beam_step(beam_scores, next_probs, k, eos_id):
 def _beam(combine=None, per_beam=False, keep_eos=False, drop_finished=False, stop_total=False, swap=False,
           score_out=lambda s: s, order=lambda a, f: (a, f)):
     def beam_step(beam_scores, next_probs, k, eos_id):
-        cand = combine(beam_scores, next_probs) if combine else beam_scores[:, None] + next_probs.log()  # (n, V)
-        n, V = cand.shape
-        if per_beam:
-            flat = []
-            for p in range(n):
-                top = cand[p].topk(k)
-                flat += [(float(s), p, int(t)) for s, t in zip(top.values, top.indices)]
-            flat.sort(key=lambda x: -x[0])
-        else:
-            scores, idx = cand.flatten().sort(descending=True)
-            flat = [(float(s), int(i) // V, int(i) % V) for s, i in zip(scores, idx)]
+        flat = ranked_candidates(beam_scores, next_probs, k, combine, per_beam)
         alive, finished = [], []
         for s, p, t in flat:
             if len(alive) == k or (stop_total and len(alive) + len(finished) == k):

@@ -40,7 +40,9 @@ def test_greedy_step():
 
 
 # ------------------------------------------------------------------ 8.2 beam step
-def beam_ok(beam_scores, next_probs, k, eos_id, combine=None, per_beam=False, keep_eos=False, drop_finished=False):
+def ranked_candidates(beam_scores, next_probs, k, combine=None, per_beam=False):
+    """Every (score, parent, token), best first: of all n*V extensions, or (per_beam) of each
+    beam's k best (a classic mistake). Also used by tests/test_checker_mutations_ch08.py."""
     cand = combine(beam_scores, next_probs) if combine else beam_scores[:, None] + next_probs.log()  # (n, V)
     n, V = cand.shape
     if per_beam:
@@ -48,10 +50,13 @@ def beam_ok(beam_scores, next_probs, k, eos_id, combine=None, per_beam=False, ke
         for p in range(n):
             top = cand[p].topk(k)
             flat += [(float(s), p, int(t)) for s, t in zip(top.values, top.indices)]
-        flat.sort(key=lambda x: -x[0])
-    else:
-        scores, idx = cand.flatten().sort(descending=True)
-        flat = [(float(s), int(i) // V, int(i) % V) for s, i in zip(scores, idx)]
+        return sorted(flat, key=lambda x: -x[0])
+    scores, idx = cand.flatten().sort(descending=True)
+    return [(float(s), int(i) // V, int(i) % V) for s, i in zip(scores, idx)]
+
+
+def beam_ok(beam_scores, next_probs, k, eos_id, combine=None, per_beam=False, keep_eos=False, drop_finished=False):
+    flat = ranked_candidates(beam_scores, next_probs, k, combine, per_beam)
     alive, finished = [], []
     for s, p, t in flat:
         if len(alive) == k:
