@@ -52,12 +52,14 @@ _OLD_FORMAT = "companion-gpt/1"  # digest of the weights only; upgrade_checkpoin
 #: Only these are ever built; a file cannot name anything else. A new model joins the list here.
 MODELS: dict[str, tuple[str, str, str]] = {
     "GPT": ("companion.model", "GPT", "GPTConfig"),
+    "EncoderLM": ("companion.mlm", "EncoderLM", "EncoderLMConfig"),
 }
 
 #: The tokenizer classes a checkpoint may name: name -> (module, class). Each has ``to_dict()``
 #: and a ``from_dict(d)`` class method.
 TOKENIZERS: dict[str, tuple[str, str]] = {
     "CharTokenizer": ("companion.data", "CharTokenizer"),
+    "MaskedCharTokenizer": ("companion.mlm", "MaskedCharTokenizer"),
 }
 
 _DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
