@@ -198,38 +198,51 @@ def _check_tokenizer(tokenizer) -> MaskedCharTokenizer:
 # --------------------------------------------------------------------------- the objective
 
 
-def mask_tokens(ids: Tensor, tokenizer: MaskedCharTokenizer, *, mask_prob: float = MASK_PROB,
-                generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-    """BERT's masking rule: the model's input and the labels of the chosen positions.
-
-    Each position that holds a character (never ``[PAD]``, ``[MASK]`` or ``[CLS]``) is chosen
-    with probability ``mask_prob``, independently. A chosen position becomes ``[MASK]`` with
-    probability 0.8, a character drawn uniformly from the ``n_chars`` characters with
-    probability 0.1 (it may happen to be the same one), and stays unchanged otherwise. The
-    labels hold the original token at the chosen positions and ``-100`` elsewhere.
-
-    The draws, in this order: one uniform number per position (chosen if ``< mask_prob``), a
-    second one (``< 0.8``: ``[MASK]``; ``< 0.9``: random), then a random character per position.
-
-    Shapes:
-        ids: integer ``(B, T)`` (any shape) -> inputs, labels: the same shape, dtype long.
-    """
-    tok = _check_tokenizer(tokenizer)
-    ids = _check_ids(ids, "ids", tok.vocab_size)
+def _check_mask_prob(mask_prob) -> None:
     if isinstance(mask_prob, bool) or not isinstance(mask_prob, (int, float)) or not 0 < mask_prob < 1:
         raise ValueError(f"`mask_prob` must be a number in (0, 1) (got {mask_prob!r}); BERT uses 0.15")
+
+
+def mask_tokens(
+    ids: Tensor,
+    tokenizer: MaskedCharTokenizer,
+    *,
+    mask_prob: float = MASK_PROB,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """BERT's masking rule: the model's input and the labels.
+
+    Each position that holds a character (never [PAD], [MASK] or [CLS])
+    is chosen with probability ``mask_prob``, independently. A chosen
+    position becomes [MASK] with probability 0.8, a character drawn
+    uniformly from the ``n_chars`` characters with probability 0.1 (it
+    may be the same one), and stays as it is otherwise. The labels hold
+    the original token at the chosen positions and -100 elsewhere.
+
+    The draws, in this order: a uniform number per position (chosen if
+    below ``mask_prob``), a second one (below 0.8: [MASK]; below 0.9:
+    random), then a random character per position.
+
+    Shapes:
+        ids: integer (B, T) (any shape) -> inputs, labels: the same
+        shape, dtype long.
+    """
+    tok = _check_tokenizer(tokenizer)
+    ids = _check_ids(ids, "ids", tok.vocab_size).long()
+    _check_mask_prob(mask_prob)
     _check_generator(generator)
-    g = generator
-    special = ids >= tok.n_chars  # [PAD], [MASK], [CLS] are never chosen
-    chosen = (torch.rand(ids.shape, generator=g) < mask_prob) & ~special
-    kind = torch.rand(ids.shape, generator=g)  # what a chosen position becomes
-    random_chars = torch.randint(tok.n_chars, ids.shape, generator=g)
+    g, shape = generator, ids.shape
+    special = ids >= tok.n_chars  # [PAD], [MASK], [CLS]: never chosen
+    chosen = (torch.rand(shape, generator=g) < mask_prob) & ~special
+    kind = torch.rand(shape, generator=g)  # what a chosen one becomes
+    random_chars = torch.randint(tok.n_chars, shape, generator=g)
     to_mask = chosen & (kind < MASK_SHARE)
-    to_random = chosen & (kind >= MASK_SHARE) & (kind < MASK_SHARE + RANDOM_SHARE)
-    inputs = ids.long().clone()
+    to_random = chosen & (kind >= MASK_SHARE)
+    to_random &= kind < MASK_SHARE + RANDOM_SHARE
+    inputs = ids.clone()
     inputs[to_mask] = tok.mask_id
     inputs[to_random] = random_chars[to_random]
-    labels = torch.where(chosen, ids.long(), torch.full_like(inputs, IGNORE_INDEX))
+    labels = torch.where(chosen, ids, IGNORE_INDEX)  # (B, T)
     return inputs, labels
 
 
@@ -386,23 +399,34 @@ class EncoderLM(nn.Module):
         return B, T
 
     def hidden(self, idx: Tensor, key_mask: Tensor | None = None) -> Tensor:
-        """The final hidden state of every position. Shapes: idx (B, T) -> (B, T, d_model)."""
+        """The final hidden state of every position.
+
+        Shapes: idx (B, T), key_mask (B, T) or None -> (B, T, d_model).
+        """
         B, T = self._check_input(idx, key_mask)
         pos = torch.arange(T, device=idx.device)  # (T,)
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))  # (B, T, d) + (T, d) -> (B, T, d)
-        return self.encoder(x, key_mask=key_mask)  # (B, T, d): no causal mask, final norm applied
+        x = self.tok_emb(idx) + self.pos_emb(pos)  # (B, T, d) + (T, d)
+        x = self.drop(x)  # (B, T, d)
+        # no causal mask: every position sees every real position
+        return self.encoder(x, key_mask=key_mask)  # (B, T, d), normed
 
     def summary(self, idx: Tensor, key_mask: Tensor | None = None) -> Tensor:
-        """The ``[CLS]``-style summary vector: the final hidden state of position 0.
+        """The [CLS]-style summary vector: the final hidden state of
+        position 0.
 
-        Shapes: idx (B, T) with ``[CLS]`` at position 0 -> (B, d_model).
+        Shapes: idx (B, T) with [CLS] at position 0 -> (B, d_model).
         """
         return self.hidden(idx, key_mask)[:, 0]  # (B, T, d) -> (B, d)
 
-    def forward(self, idx: Tensor, labels: Tensor | None = None, *,
-                key_mask: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self,
+        idx: Tensor,
+        labels: Tensor | None = None,
+        *,
+        key_mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
         h = self.hidden(idx, key_mask)  # (B, T, d_model)
-        logits = self.head(h)  # (B, T, d_model) @ (d_model, V) -> (B, T, V)
+        logits = self.head(h)  # (B, T, d) @ (d, V) -> (B, T, V)
         loss = None if labels is None else mlm_loss(logits, labels)
         return logits, loss
 
