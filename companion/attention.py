@@ -25,6 +25,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from companion.validation import (
+    check_bool,
+    check_float,
+    check_index,
+    check_int,
+    check_tensor,
+    check_vectors,
+)
+
 __all__ = [
     "softmax",
     "scaled_dot_product_attention",
@@ -46,10 +55,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
         x: any shape; the output has the same shape, and sums to 1 along ``dim`` (or to 0 for
         an all ``-inf`` slice).
     """
-    if not isinstance(x, Tensor):
-        raise TypeError(f"`x` must be a torch.Tensor (got {type(x).__name__})")
-    if not x.is_floating_point():
-        raise TypeError(f"`x` must be a floating-point tensor (got dtype={x.dtype})")
+    check_tensor("x", x, dtype="float")
+    check_int("dim", dim, minimum=-max(x.ndim, 1), maximum=max(x.ndim, 1) - 1)
     m = x.amax(dim=dim, keepdim=True).detach()  # softmax(x - c) == softmax(x): no gradient needed
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # all -inf slice: shift by 0
     e = torch.exp(x - m)  # every entry <= exp(0) = 1: no overflow
@@ -67,12 +74,8 @@ def causal_mask(T: int, S: int | None = None, *, device: torch.device | str | No
     Shapes:
         returns: bool ``(T, S)``.
     """
-    S = T if S is None else S
-    for name, value in (("T", T), ("S", S)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"`{name}` must be an int (got {type(value).__name__})")
-        if value < 1:
-            raise ValueError(f"`{name}` must be at least 1 (got {name}={value})")
+    T = check_int("T", T, minimum=1)
+    S = T if S is None else check_int("S", S, minimum=1)
     if S < T:
         raise ValueError(f"`S` must be at least `T` for a causal mask (got T={T}, S={S})")
     i = torch.arange(T, device=device).unsqueeze(1)  # (T, 1)
@@ -90,22 +93,16 @@ def padding_mask(lengths: Tensor | list[int], S: int) -> Tensor:
         lengths: ``(B,)`` integers in ``[0, S]``.
         returns: bool ``(B, S)``.
     """
-    lengths = torch.as_tensor(lengths)
-    if lengths.ndim != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
-        raise TypeError(f"`lengths` must be a 1-D tensor of integers (got dtype={lengths.dtype}, shape={tuple(lengths.shape)})")
-    if isinstance(S, bool) or not isinstance(S, int) or S < 1:
-        raise ValueError(f"`S` must be a positive int (got S={S!r})")
-    if lengths.numel() and (lengths.min() < 0 or lengths.max() > S):
+    if not isinstance(lengths, Tensor):
+        try:
+            lengths = torch.as_tensor(lengths)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"`lengths` must be a 1-D tensor (or list) of integers (got {lengths!r:.60})") from None
+    check_tensor("lengths", lengths, shape=("B",), dtype="int", hint="one length per sequence")
+    S = check_int("S", S, minimum=1)
+    if bool((lengths < 0).any() | (lengths > S).any()):
         raise ValueError(f"`lengths` must lie in [0, S={S}] (got {lengths.tolist()})")
     return torch.arange(S, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, S)
-
-
-def _check_tensor(name: str, x: object) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor (got {type(x).__name__})")
-    if not x.is_floating_point():
-        raise TypeError(f"`{name}` must be a floating-point tensor (got dtype={x.dtype})")
-    return x
 
 
 def check_attn_mask(attn_mask: object, T: int, S: int, *, ndim: int) -> Tensor:
@@ -156,10 +153,9 @@ def scaled_dot_product_attention(
         attn_mask: broadcastable to ``(..., T, S)``.
         returns: out ``(..., T, d_v)``, weights ``(..., T, S)``.
     """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        _check_tensor(name, x)
-        if x.ndim < 2:
-            raise ValueError(f"`{name}` must have at least 2 dimensions (..., length, width) (got shape={tuple(x.shape)})")
+    check_tensor("q", q, shape=("...", "T", "d_k"), dtype="float")
+    check_tensor("k", k, shape=("...", "S", "d_k"), dtype="float")
+    check_tensor("v", v, shape=("...", "S", "d_v"), dtype="float")
     if not (q.ndim == k.ndim == v.ndim):
         raise ValueError(f"`q`, `k`, `v` must have the same number of dimensions (got {q.ndim}, {k.ndim}, {v.ndim})")
     if q.shape[-1] != k.shape[-1]:
@@ -171,8 +167,9 @@ def scaled_dot_product_attention(
             f"`q`, `k`, `v` must have the same leading (batch, head) dimensions "
             f"(got {tuple(q.shape[:-2])}, {tuple(k.shape[:-2])}, {tuple(v.shape[:-2])})"
         )
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"`dropout_p` must be in [0, 1) (got dropout_p={dropout_p})")
+    check_float("dropout_p", dropout_p, low=0.0, high=1.0, high_open=True)
+    check_bool("is_causal", is_causal)
+    check_bool("training", training)
     *_, T, d_k = q.shape
     S = k.shape[-2]
     if is_causal and S < T:
@@ -208,22 +205,21 @@ class SelfAttention(nn.Module):
 
     def __init__(self, d_model: int, d_head: int | None = None, *, bias: bool = False):
         super().__init__()
-        d_head = d_model if d_head is None else d_head
-        for name, value in (("d_model", d_model), ("d_head", d_head)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive int (got {name}={value!r})")
+        d_model = check_int("d_model", d_model, minimum=1)
+        d_head = d_model if d_head is None else check_int("d_head", d_head, minimum=1)
+        check_bool("bias", bias)
         self.d_model, self.d_head = d_model, d_head
         self.q_proj = nn.Linear(d_model, d_head, bias=bias)
         self.k_proj = nn.Linear(d_model, d_head, bias=bias)
         self.v_proj = nn.Linear(d_model, d_head, bias=bias)
 
-    def forward(self, x: Tensor, *, attn_mask: Tensor | None = None, is_causal: bool = False) -> tuple[Tensor, Tensor]:
-        _check_tensor("x", x)
-        if x.ndim != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"`x` must have shape (B, T, d_model={self.d_model}) (got shape={tuple(x.shape)})")
-        B, T, C = x.shape
-        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # each (B, T, d_head)
-        return scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+    def forward(self, x: Tensor, *, attn_mask: Tensor | None = None,
+                is_causal: bool = False) -> tuple[Tensor, Tensor]:
+        B, T, C = check_vectors("x", x, self.d_model, like=self.q_proj.weight)
+        q = self.q_proj(x)  # (B, T, d_model) -> (B, T, d_head)
+        k, v = self.k_proj(x), self.v_proj(x)  # (B, T, d_head) each
+        return scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, d_head={self.d_head}"
@@ -250,10 +246,8 @@ class KVCache:
             k, v: ``(B, h, T_new, d_head)``.
             returns: k, v ``(B, h, S + T_new, d_head)``.
         """
-        for name, x in (("k", k), ("v", v)):
-            _check_tensor(name, x)
-            if x.ndim != 4:
-                raise ValueError(f"`{name}` must have shape (B, h, T, d_head) (got shape={tuple(x.shape)})")
+        check_tensor("k", k, shape=("B", "h", "T", "d_head"), dtype="float")
+        check_tensor("v", v, shape=("B", "h", "T", "d_head"), dtype="float")
         if k.shape != v.shape:
             raise ValueError(f"`k` and `v` must have the same shape (got {tuple(k.shape)} and {tuple(v.shape)})")
         if self.k is None:
@@ -263,8 +257,12 @@ class KVCache:
             if (k.shape[0], k.shape[1], k.shape[3]) != (B, h, d_head):
                 raise ValueError(
                     f"new `k`, `v` must match the cache's (B, h, d_head) = ({B}, {h}, {d_head}) "
-                    f"(got shape={tuple(k.shape)})"
+                    f"(got shape={tuple(k.shape)}); a cache holds one batch of one layer: use a new "
+                    "KVCache() for another batch or layer"
                 )
+            if (k.device, k.dtype) != (self.k.device, self.k.dtype):
+                raise ValueError(f"new `k`, `v` must have the cache's device and dtype ({self.k.device}, "
+                                 f"{self.k.dtype}) (got {k.device}, {k.dtype})")
             self.k = torch.cat([self.k, k], dim=2)  # (B, h, S, d_head) + (B, h, T_new, d_head) -> (B, h, S + T_new, d_head)
             self.v = torch.cat([self.v, v], dim=2)
         return self.k, self.v
@@ -275,16 +273,21 @@ class KVCache:
         Shapes:
             index: ``(B_new,)`` integers in ``[0, B)``.
         """
-        if not isinstance(index, Tensor) or index.ndim != 1 or index.is_floating_point() or index.dtype == torch.bool:
-            raise TypeError(f"`index` must be a 1-D integer tensor (got {index!r})")
         if self.k is None:
+            check_tensor("index", index, shape=("B_new",), dtype="int", nonempty=False)
             return
+        check_index("index", index, self.k.shape[0], what=f"rows of the cache's batch of B={self.k.shape[0]}")
         index = index.to(self.k.device)
         self.k = self.k.index_select(0, index)  # (B_new, h, S, d_head)
         self.v = self.v.index_select(0, index)
 
     def __len__(self) -> int:
         return 0 if self.k is None else self.k.shape[2]
+
+    @property
+    def batch_size(self) -> int | None:
+        """Number of sequences cached (None while the cache is empty)."""
+        return None if self.k is None else self.k.shape[0]
 
     def __repr__(self) -> str:
         shape = None if self.k is None else tuple(self.k.shape)

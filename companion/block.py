@@ -22,6 +22,7 @@ from torch.nn import functional as F
 
 from companion.multihead import MultiHeadAttention
 from companion.norm import LayerNorm
+from companion.validation import check_bool, check_choice, check_float, check_int, check_vectors
 
 __all__ = [
     "FeedForward",
@@ -40,20 +41,17 @@ _ACTIVATIONS = {
 }
 
 
-def _check_width(x: Tensor, d_model: int, name: str) -> tuple[int, int, int]:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor (got {type(x).__name__})")
-    if x.dim() != 3 or x.shape[-1] != d_model:
-        raise ValueError(f"`{name}` must have shape (B, T, d_model={d_model}) (got {tuple(x.shape)})")
-    B, T, C = x.shape
-    return B, T, C
+def _check_input(x: Tensor, module: nn.Module) -> tuple[int, int, int]:
+    """``x`` must be ``(B, T, d_model)`` vectors on the module's device, of its dtype."""
+    weight = next(module.parameters())
+    return check_vectors("x", x, module.d_model, like=weight)
 
 
 def _resolve_d_ff(d_model: int, d_ff: int | None) -> int:
-    d_ff = 4 * d_model if d_ff is None else d_ff
-    if not isinstance(d_ff, int) or isinstance(d_ff, bool) or d_ff < 1:
-        raise ValueError(f"`d_ff` must be a positive integer or None for 4 * d_model (got d_ff={d_ff!r})")
-    return d_ff
+    d_model = check_int("d_model", d_model, minimum=1)
+    if d_ff is None:
+        return 4 * d_model
+    return check_int("d_ff", d_ff, minimum=1, hint="use d_ff=None for 4 * d_model")
 
 
 class FeedForward(nn.Module):
@@ -75,17 +73,20 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, *, dropout: float = 0.0, activation: str = "relu", bias: bool = True):
         super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"`activation` must be one of {sorted(_ACTIVATIONS)} (got activation={activation!r})")
+        d_model = check_int("d_model", d_model, minimum=1)
+        d_ff = check_int("d_ff", d_ff, minimum=1)
+        check_float("dropout", dropout, low=0.0, high=1.0, high_open=True)
+        check_choice("activation", activation, sorted(_ACTIVATIONS))
+        check_bool("bias", bias)
         self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        B, T, C = _check_width(x, self.d_model, "x")
-        h = _ACTIVATIONS[self.activation](self.linear1(x))  # (B, T, d_model) @ (d_model, d_ff) -> (B, T, d_ff)
-        return self.linear2(self.dropout(h))  # (B, T, d_ff) @ (d_ff, d_model) -> (B, T, d_model)
+        B, T, C = _check_input(x, self)
+        h = _ACTIVATIONS[self.activation](self.linear1(x))  # (B, T, d_ff)
+        return self.linear2(self.dropout(h))  # (B, T, d_model)
 
 
 def _copy_linear_and_norms(ours: nn.Module, theirs: nn.Module, norms: list[str]) -> None:
@@ -161,6 +162,7 @@ class TransformerBlock(nn.Module):
     ):
         super().__init__()
         d_ff = _resolve_d_ff(d_model, d_ff)
+        check_bool("norm_first", norm_first)
         self.d_model, self.n_heads, self.d_ff, self.norm_first = d_model, n_heads, d_ff, norm_first
         self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
         self.norm1 = LayerNorm(d_model, eps=eps, bias=bias)
@@ -170,7 +172,8 @@ class TransformerBlock(nn.Module):
         self.dropout2 = nn.Dropout(dropout)  # on the feed-forward branch
 
     def _sa(self, x: Tensor, attn_mask, key_mask, is_causal, kv_cache) -> Tensor:
-        out, _ = self.attn(x, attn_mask=attn_mask, key_mask=key_mask, is_causal=is_causal, kv_cache=kv_cache)
+        out, _ = self.attn(x, attn_mask=attn_mask, key_mask=key_mask,
+                           is_causal=is_causal, kv_cache=kv_cache)
         return self.dropout1(out)  # (B, T, d_model)
 
     def forward(
@@ -182,12 +185,13 @@ class TransformerBlock(nn.Module):
         is_causal: bool = False,
         kv_cache=None,
     ) -> Tensor:
-        B, T, C = _check_width(x, self.d_model, "x")
+        B, T, C = check_vectors("x", x, self.d_model)
+        sa_args = (attn_mask, key_mask, is_causal, kv_cache)  # for self._sa
         if self.norm_first:
-            x = x + self._sa(self.norm1(x), attn_mask, key_mask, is_causal, kv_cache)  # (B, T, C) + (B, T, C)
+            x = x + self._sa(self.norm1(x), *sa_args)  # (B, T, C) + (B, T, C)
             x = x + self.dropout2(self.ff(self.norm2(x)))
         else:
-            x = self.norm1(x + self._sa(x, attn_mask, key_mask, is_causal, kv_cache))
+            x = self.norm1(x + self._sa(x, *sa_args))
             x = self.norm2(x + self.dropout2(self.ff(x)))
         return x  # (B, T, d_model)
 
@@ -243,6 +247,7 @@ class DecoderBlock(nn.Module):
     ):
         super().__init__()
         d_ff = _resolve_d_ff(d_model, d_ff)
+        check_bool("norm_first", norm_first)
         self.d_model, self.n_heads, self.d_ff, self.norm_first = d_model, n_heads, d_ff, norm_first
         self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
@@ -273,15 +278,12 @@ class DecoderBlock(nn.Module):
         memory_key_mask: Tensor | None = None,
         kv_cache=None,
     ) -> Tensor:
-        B, T, C = _check_width(x, self.d_model, "x")
-        if not isinstance(memory, Tensor) or memory.dim() != 3 or memory.shape[-1] != self.d_model:
-            got = tuple(memory.shape) if isinstance(memory, Tensor) else type(memory).__name__
-            raise ValueError(
-                f"`memory` (the encoder's output) must have shape (B, S, d_model={self.d_model}) (got {got}); "
-                "the encoder and the decoder must have the same d_model"
-            )
+        B, T, C = check_vectors("x", x, self.d_model)
+        check_vectors("memory", memory, self.d_model, shape=("B", "S"), hint=(
+            "`memory` is the encoder's output: the encoder and the decoder must have the same d_model"))
         if memory.shape[0] != B:
-            raise ValueError(f"`memory` must have the decoder's batch size B={B} (got {memory.shape[0]})")
+            raise ValueError(f"`memory` must have the decoder's batch size B={B} (got {memory.shape[0]}): "
+                             "one encoded source per target sequence")
 
         def sa(h: Tensor) -> Tensor:  # masked self-attention over the target
             out, _ = self.attn(h, attn_mask=attn_mask, key_mask=key_mask, is_causal=is_causal, kv_cache=kv_cache)
@@ -316,6 +318,8 @@ def block_parameters(d_model: int, d_ff: int | None = None, *, bias: bool = True
         integers in, an integer out (nothing is built).
     """
     d_ff = _resolve_d_ff(d_model, d_ff)
+    check_bool("bias", bias)
+    check_bool("cross_attention", cross_attention)
     b = 1 if bias else 0
     attention = 4 * d_model * d_model + b * 4 * d_model
     norm = d_model + b * d_model
@@ -367,14 +371,17 @@ def parameter_breakdown(
         integers in, a dict of integers out (nothing is built).
     """
     for name, value in [("d_model", d_model), ("n_layers", n_layers)]:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer (got {name}={value!r})")
+        check_int(name, value, minimum=1)
     for name, value in [("vocab_size", vocab_size), ("context_length", context_length), ("n_segments", n_segments),
                         ("n_decoder_layers", n_decoder_layers)]:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"`{name}` must be a non-negative integer (got {name}={value!r})")
-    if n_heads is not None and (n_heads < 1 or d_model % n_heads):
-        raise ValueError(f"`d_model` must be divisible by `n_heads` (got d_model={d_model}, n_heads={n_heads})")
+        check_int(name, value, minimum=0)
+    for name, value in [("bias", bias), ("tied_embeddings", tied_embeddings), ("final_norm", final_norm),
+                        ("embedding_norm", embedding_norm), ("pooler", pooler)]:
+        check_bool(name, value)
+    if n_heads is not None:
+        check_int("n_heads", n_heads, minimum=1, hint="n_heads=None skips this check: the count does not depend on it")
+        if d_model % n_heads:
+            raise ValueError(f"`d_model` must be divisible by `n_heads` (got d_model={d_model}, n_heads={n_heads})")
     norm = d_model * (2 if bias else 1)
     embeddings = (vocab_size + context_length + n_segments) * d_model + (norm if embedding_norm else 0)
     blocks = n_layers * block_parameters(d_model, d_ff, bias=bias)

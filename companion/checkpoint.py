@@ -33,6 +33,8 @@ from safetensors.torch import load as load_bytes
 from safetensors.torch import save as save_bytes
 from torch import nn
 
+from companion.validation import check_instance, check_path
+
 __all__ = [
     "FORMAT",
     "MODELS",
@@ -52,6 +54,7 @@ _OLD_FORMAT = "companion-gpt/1"  # digest of the weights only; upgrade_checkpoin
 #: Only these are ever built; a file cannot name anything else. A new model joins the list here.
 MODELS: dict[str, tuple[str, str, str]] = {
     "GPT": ("companion.model", "GPT", "GPTConfig"),
+    "Seq2SeqTransformer": ("companion.seq2seq", "Seq2SeqTransformer", "Seq2SeqConfig"),
     "EncoderLM": ("companion.mlm", "EncoderLM", "EncoderLMConfig"),
 }
 
@@ -59,6 +62,7 @@ MODELS: dict[str, tuple[str, str, str]] = {
 #: and a ``from_dict(d)`` class method.
 TOKENIZERS: dict[str, tuple[str, str]] = {
     "CharTokenizer": ("companion.data", "CharTokenizer"),
+    "TranslationTokenizer": ("companion.translation", "TranslationTokenizer"),
     "MaskedCharTokenizer": ("companion.mlm", "MaskedCharTokenizer"),
 }
 
@@ -144,12 +148,17 @@ def save_checkpoint(path, model: nn.Module, tokenizer, *, train_state: dict | No
     that share storage (a tied output head) are stored once. The file is written under a temporary
     name and renamed, so a crash never leaves a half-written checkpoint under the real name.
     """
+    path = check_path("path", path)
+    if path.is_dir():
+        raise ValueError(f"`path` must name a file, but {str(path)!r} is a folder; add a file name such as "
+                         "model.safetensors")
     name = _model_name(model)
     tok_name = _tokenizer_name(tokenizer)
     config = model.config
-    _check_vocab(config, tokenizer, "save_checkpoint")
-    if not isinstance(path, (str, Path)):
-        raise TypeError(f"`path` must be a str or pathlib.Path (got {type(path).__name__})")
+    _check_vocab(config, tokenizer, "`tokenizer` and `model` disagree")
+    for arg, value in (("train_state", train_state), ("info", info), ("optimizer_tensors", optimizer_tensors)):
+        if value is not None:
+            check_instance(arg, value, dict, "a dict or None")
     floats = {p.dtype for p in model.parameters() if p.is_floating_point()}
     if len(floats) != 1:
         raise ValueError(f"`model` must have one floating-point dtype to be saved (got {sorted(map(str, floats))}); "
@@ -181,12 +190,16 @@ def save_checkpoint(path, model: nn.Module, tokenizer, *, train_state: dict | No
     if train_state is not None:
         meta["train_state"] = _jsonable("train_state", train_state)
     meta["digests"] = json.dumps(_digests(meta, tensors), sort_keys=True)
-    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(save_bytes(tensors, metadata=meta))
     tmp.replace(path)
     return path
+
+
+#: Every metadata field save_checkpoint writes; read_checkpoint refuses any other.
+_META_KEYS = frozenset({"format", "model", "config", "dtype", "aliases", "tokenizer", "info", "train_state",
+                        "digests"})
 
 
 def _damaged(path: Path, what: str) -> ValueError:
@@ -203,9 +216,7 @@ def read_checkpoint(path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     Raises FileNotFoundError for a missing file, and ValueError naming the file and the damaged
     part for one that is truncated, corrupted, extended, or not a companion checkpoint.
     """
-    if not isinstance(path, (str, Path)):
-        raise TypeError(f"`path` must be a str or pathlib.Path (got {type(path).__name__})")
-    path = Path(path)
+    path = check_path("path", path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
     data = path.read_bytes()
@@ -228,6 +239,11 @@ def read_checkpoint(path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
         stored = json.loads(meta["digests"])
     except (KeyError, ValueError):
         raise _damaged(path, "its list of digests is missing or unreadable") from None
+    if not isinstance(stored, dict):
+        raise _damaged(path, "its list of digests is missing or unreadable")
+    unknown = set(meta) - _META_KEYS
+    if unknown:
+        raise _damaged(path, f"its metadata holds fields no companion writes ({', '.join(sorted(unknown))})")
     for part, digest in _digests(meta, tensors).items():
         if stored.get(part) != digest:
             verb = "do not match the digest written with them" if part == "weights" else "does not match the digest written with it"
@@ -251,7 +267,7 @@ def load_checkpoint(path, model: nn.Module | None = None) -> tuple[nn.Module, An
     if model is not None and not isinstance(model, nn.Module):
         raise TypeError(f"`model` must be None or a companion model to load into (got {type(model).__name__})")
     tensors, meta = read_checkpoint(path)
-    path = Path(path)
+    path = check_path("path", path)
     try:
         model_cls, config_cls = _resolve("model", MODELS, meta.get("model"))
         config = config_cls(**json.loads(meta["config"]))
@@ -268,7 +284,8 @@ def load_checkpoint(path, model: nn.Module | None = None) -> tuple[nn.Module, An
         model = model_cls(config)
     else:
         if type(model) is not model_cls:
-            raise TypeError(f"checkpoint {str(path)!r} holds a {meta['model']}, not a {type(model).__name__}")
+            raise TypeError(f"`model` must be a {meta['model']} to load checkpoint {str(path)!r} into: it holds a "
+                            f"{meta['model']}, not a {type(model).__name__} (pass model=None to build one)")
         if model.config != config:
             mine, saved = dataclasses.asdict(model.config), dataclasses.asdict(config)
             diff = ", ".join(f"{k}={saved[k]} in the file but {mine[k]} in the model" for k in saved if mine.get(k) != saved[k])
@@ -296,13 +313,16 @@ def upgrade_checkpoint(path, new_path) -> Path:
     from companion.data import CharTokenizer
     from companion.model import GPT, GPTConfig
 
-    path = Path(path)
+    path = check_path("path", path)
+    check_path("new_path", new_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
     data = path.read_bytes()
     try:
         (n,) = struct.unpack("<Q", data[:8])
         meta = json.loads(data[8 : 8 + n]).get("__metadata__") or {}
         tensors = load_bytes(data)
-    except (SafetensorError, ValueError, struct.error) as exc:
+    except (SafetensorError, ValueError, struct.error, AttributeError, UnicodeDecodeError) as exc:
         raise ValueError(f"checkpoint {str(path)!r} cannot be read ({exc})") from None
     if meta.get("format") != _OLD_FORMAT:
         raise ValueError(f"{str(path)!r} is not an old-format checkpoint (format {meta.get('format')!r})")

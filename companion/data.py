@@ -30,6 +30,8 @@ from pathlib import Path
 
 import torch
 
+from companion.validation import as_token_ids, check_generator, check_int, check_tensor, check_token_ids
+
 #: Plays held out for validation: one comedy, one Roman play, one history and one romance (the
 #: plays come in six groups, see :func:`play_group`), about 9% of the text.
 VALIDATION_PLAYS: tuple[str, ...] = ("twelfth-night", "julius-caesar", "richard-ii", "the-tempest")
@@ -72,6 +74,8 @@ def play_group(name: str) -> str:
 
 def _check_play(name: str) -> str:
     plays = _plays()
+    if not isinstance(name, str):
+        raise TypeError(f"`name` must be a play's name, a str such as 'hamlet' (got {type(name).__name__})")
     if name not in plays:
         raise ValueError(f"`name` must be one of the {len(plays)} plays {sorted(plays)} (got {name!r})")
     return name
@@ -150,7 +154,7 @@ def load_split(split: str) -> str:
 
     Plays are joined in alphabetical order, so the text is the same on every machine.
     """
-    if split not in ("train", "val"):
+    if not isinstance(split, str) or split not in ("train", "val"):
         raise ValueError(f"`split` must be 'train' or 'val' (got {split!r})")
     names = [n for n in play_names() if (n in VALIDATION_PLAYS) == (split == "val")]
     return "".join(play_text(n) for n in names)
@@ -164,6 +168,11 @@ class CharTokenizer:
     """
 
     def __init__(self, chars: str):
+        if not isinstance(chars, str):
+            raise TypeError(f"`chars` must be a str holding each character once (got {type(chars).__name__}); "
+                            "build a tokenizer from a text with CharTokenizer.from_text(text)")
+        if not chars:
+            raise ValueError("`chars` must hold at least one character (got an empty string)")
         if len(set(chars)) != len(chars):
             raise ValueError(f"`chars` must not repeat a character (got {len(chars)} characters, {len(set(chars))} distinct)")
         self.chars = chars
@@ -171,6 +180,9 @@ class CharTokenizer:
 
     @classmethod
     def from_text(cls, text: str) -> "CharTokenizer":
+        """The tokenizer of the distinct characters of ``text``, in sorted order."""
+        if not isinstance(text, str):
+            raise TypeError(f"`text` must be a str (got {type(text).__name__})")
         return cls("".join(sorted(set(text))))
 
     @property
@@ -202,15 +214,13 @@ class CharTokenizer:
 
     def decode(self, ids) -> str:
         """Shapes: ids (T,) (tensor or list of ints) -> string of length T."""
-        if isinstance(ids, torch.Tensor) and ids.dim() != 1:
+        if isinstance(ids, int) and not isinstance(ids, bool):
+            ids = [ids]  # one token id
+        ids = as_token_ids("ids", ids, ndims=(1, 2), empty_ok=True)
+        if ids.dim() != 1:
             raise ValueError(f"`ids` must be one sequence of shape (T,) (got shape {tuple(ids.shape)}); "
                              "decode a batch row by row: [tok.decode(row) for row in ids]")
-        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
-        if not all(isinstance(i, int) for i in ids):
-            raise TypeError("`ids` must be integers (a LongTensor of shape (T,) or a list of ints)")
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(f"`ids` must lie in [0, {self.vocab_size}) (got {bad[0]})")
+        ids = check_token_ids("ids", ids, self.vocab_size).tolist()
         return "".join(self.chars[i] for i in ids)
 
     def __repr__(self) -> str:
@@ -245,8 +255,13 @@ def get_batch(ids: torch.Tensor, batch_size: int, context_length: int, generator
 
     Shapes: ids (N,) -> x (B, T), y (B, T) with y[:, t] = x[:, t + 1] inside the text.
     """
-    if ids.ndim != 1 or len(ids) <= context_length:
-        raise ValueError(f"`ids` must be 1-D and longer than context_length={context_length} (got shape {tuple(ids.shape)})")
+    check_tensor("ids", ids, shape=("N",), dtype="int", hint="the whole text as one sequence of token ids")
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    context_length = check_int("context_length", context_length, minimum=1)
+    check_generator("generator", generator)
+    if len(ids) <= context_length:
+        raise ValueError(f"`ids` must be longer than context_length={context_length} (got {len(ids)} ids): a "
+                         "window and its next token must fit in the text")
     starts = torch.randint(len(ids) - context_length, (batch_size,), generator=generator)  # (B,)
     offsets = torch.arange(context_length)  # (T,)
     x = ids[starts[:, None] + offsets]  # (B, 1) + (T,) -> (B, T)

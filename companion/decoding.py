@@ -34,6 +34,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from companion.validation import (
+    as_token_ids,
+    check_bool,
+    check_float,
+    check_generator,
+    check_instance,
+    check_int,
+    check_logits,
+    check_tensor,
+    check_token_ids,
+)
+
 __all__ = [
     "TableLM",
     "yes_ok_model",
@@ -46,6 +58,8 @@ __all__ = [
     "Hypothesis",
     "BeamStep",
     "sequence_log_prob",
+    "penalize_repetitions",
+    "ban_repeated_ngrams",
     "plot_beam_tree",
 ]
 
@@ -69,13 +83,21 @@ class TableLM:
 
     def __init__(self, table: Mapping[tuple[int, ...], Sequence[float]], vocab_size: int,
                  default: Sequence[float] | None = None, itos: Sequence[str] | None = None):
-        self.vocab_size = vocab_size
+        self.vocab_size = check_int("vocab_size", vocab_size, minimum=1)
         self.itos = list(itos) if itos is not None else [str(i) for i in range(vocab_size)]
+        if len(self.itos) != vocab_size:
+            raise ValueError(f"`itos` must name each of the vocab_size={vocab_size} tokens (got {len(self.itos)} names)")
         self.stoi = {s: i for i, s in enumerate(self.itos)}
-        self.table = {tuple(k): torch.as_tensor(v, dtype=torch.float64) for k, v in table.items()}
-        self.default = None if default is None else torch.as_tensor(default, dtype=torch.float64)
+        check_instance("table", table, Mapping, "a dict from prefixes (tuples of ids) to probabilities")
+        try:
+            self.table = {tuple(int(i) for i in k): torch.as_tensor(v, dtype=torch.float64) for k, v in table.items()}
+            self.default = None if default is None else torch.as_tensor(default, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise TypeError(f"`table` must map tuples of token ids to lists of {vocab_size} probabilities, and "
+                            f"`default` be such a list or None ({exc})") from None
         for key, probs in list(self.table.items()) + ([((), self.default)] if default is not None else []):
-            if probs.shape != (vocab_size,) or (probs < 0).any() or not math.isclose(float(probs.sum()), 1.0, abs_tol=1e-9):
+            if probs.shape != (vocab_size,) or not bool(torch.isfinite(probs).all()) or (probs < 0).any() \
+                    or not math.isclose(float(probs.sum()), 1.0, abs_tol=1e-9):
                 raise ValueError(f"each row of `table` must hold {vocab_size} probabilities summing to 1 (got {probs.tolist()} for prefix {key})")
 
     def probs(self, prefix: Sequence[int]) -> Tensor:
@@ -88,6 +110,7 @@ class TableLM:
         return self.default
 
     def __call__(self, ids: Tensor) -> Tensor:
+        check_token_ids("ids", ids, self.vocab_size, shape=("B", "T"))
         B, T = ids.shape
         rows = [[self.probs(ids[b, : t + 1].tolist()) for t in range(T)] for b in range(B)]
         probs = torch.stack([torch.stack(r) for r in rows])  # (B, T, V)
@@ -95,10 +118,16 @@ class TableLM:
 
     def encode(self, words: str) -> list[int]:
         """Space-separated words -> ids."""
+        check_instance("words", words, str, "a str of space-separated words")
+        unknown = [w for w in words.split() if w not in self.stoi]
+        if unknown:
+            raise ValueError(f"`words` holds {unknown[0]!r}, which is not in the vocabulary {self.itos}")
         return [self.stoi[w] for w in words.split()]
 
     def decode(self, ids: Sequence[int] | Tensor) -> str:
         """Ids -> space-separated words."""
+        ids = as_token_ids("ids", ids, ndims=(1,), empty_ok=True)
+        check_token_ids("ids", ids, self.vocab_size)
         return " ".join(self.itos[int(i)] for i in ids)
 
 
@@ -131,19 +160,16 @@ def yes_ok_model() -> TableLM:
 # --------------------------------------------------------------------------------------------
 def _as_prompt(prompt: Any, device: torch.device) -> tuple[Tensor, bool]:
     """-> (ids (B, T) long on ``device``, was it one sequence). Raises on bad prompts."""
-    if not isinstance(prompt, Tensor):
-        try:
-            prompt = torch.as_tensor(prompt)
-        except Exception as exc:
-            raise TypeError(f"`prompt` must be a sequence of token ids or a LongTensor (got {type(prompt).__name__})") from exc
-    if prompt.dim() not in (1, 2):
-        raise ValueError(f"`prompt` must have shape (T,) or (B, T) (got shape {tuple(prompt.shape)})")
-    if prompt.shape[-1] == 0 or prompt.numel() == 0:
-        raise ValueError(f"`prompt` must hold at least one token; start from a start-of-text id if you have no text (got shape {tuple(prompt.shape)})")
-    if prompt.dtype.is_floating_point or prompt.dtype.is_complex or prompt.dtype == torch.bool:
-        raise TypeError(f"`prompt` must hold integer token ids (got dtype {prompt.dtype})")
-    single = prompt.dim() == 1
-    return (prompt[None] if single else prompt).long().to(device), single
+    ids = as_token_ids("prompt", prompt)
+    single = ids.dim() == 1
+    return (ids[None] if single else ids).to(device), single
+
+
+def _vocab_size(model: Model) -> int | None:
+    """The model's vocabulary size when it says (``config.vocab_size`` or ``vocab_size``)."""
+    v = getattr(getattr(model, "config", None), "vocab_size", None)
+    v = getattr(model, "vocab_size", None) if v is None else v
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _device(model: Model) -> torch.device:
@@ -154,18 +180,14 @@ def _device(model: Model) -> torch.device:
 
 
 def _context_length(model: Model, context_length: int | None) -> int | None:
-    if context_length is None:
-        context_length = getattr(getattr(model, "config", None), "context_length", None)
+    if context_length is not None:
+        return check_int("context_length", context_length, minimum=1)
+    context_length = getattr(getattr(model, "config", None), "context_length", None)
     if context_length is None:
         context_length = getattr(model, "context_length", None)
-    if context_length is not None and (not isinstance(context_length, int) or context_length < 1):
-        raise ValueError(f"`context_length` must be an integer >= 1 (got {context_length!r})")
+    if context_length is not None:
+        check_int("context_length", context_length, minimum=1, hint="it was read from the model; pass context_length=... instead")
     return context_length
-
-
-def _check_count(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum} (got {name}={value!r})")
 
 
 class _Runner:
@@ -179,6 +201,11 @@ class _Runner:
 
     def __init__(self, model: Model, seqs: Tensor, context_length: int | None, use_cache: bool | None,
                  refill_to: int | None = None):
+        if not callable(model):
+            raise TypeError(f"`model` must be callable, mapping ids (B, T) to logits (B, T, V) (got "
+                            f"{type(model).__name__})")
+        if use_cache is not None:
+            check_bool("use_cache", use_cache)
         has_cache = callable(getattr(model, "new_cache", None))
         if use_cache and not has_cache:
             raise ValueError("`use_cache=True` needs a model with a `new_cache()` method, such as companion.model.GPT (got "
@@ -190,17 +217,19 @@ class _Runner:
         if refill_to is not None:
             if context_length is None:
                 raise ValueError("`refill_to` needs a context length: the model has no `config.context_length`; pass `context_length`")
-            if isinstance(refill_to, bool) or not isinstance(refill_to, int) or not 1 <= refill_to <= context_length:
-                raise ValueError(f"`refill_to` must be an integer in [1, context_length] (got refill_to={refill_to!r}, context_length={context_length})")
+            check_int("refill_to", refill_to, minimum=1, maximum=context_length,
+                      hint=f"at most context_length={context_length}")
         self.keep = context_length if refill_to is None else refill_to
         self.start = 0 if context_length is None else max(0, seqs.shape[1] - context_length)  # a long prompt is cropped
 
     def _call(self, ids: Tensor, cache: Any = None) -> Tensor:
         out = self.model(ids) if cache is None else self.model(ids, cache=cache)
         logits = out[0] if isinstance(out, (tuple, list)) else out
-        if not isinstance(logits, Tensor) or logits.dim() != 3 or logits.shape[:2] != ids.shape:
-            got = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
-            raise TypeError(f"`model` must map ids (B, T) to logits (B, T, V) (fed shape {tuple(ids.shape)}, got {got})")
+        if not isinstance(logits, Tensor) or logits.dim() != 3 or logits.shape[:2] != ids.shape \
+                or not logits.is_floating_point():
+            got = f"{tuple(logits.shape)} {logits.dtype}" if isinstance(logits, Tensor) else type(logits).__name__
+            raise TypeError(f"`model` must map ids (B, T) to floating-point logits (B, T, V) (fed shape "
+                            f"{tuple(ids.shape)}, got {got})")
         return logits
 
     def next_logits(self) -> Tensor:
@@ -219,6 +248,8 @@ class _Runner:
         else:
             logits = self._call(window)  # (B, T_window, V): everything, every step
         logits = logits[:, -1, :]
+        check_logits("model", logits, what="the logits returned by `model` for the next token",
+                     hint="a model's output must be finite (-inf marks an impossible token): check its weights")
         self.vocab_size = logits.shape[-1]
         return logits
 
@@ -231,17 +262,76 @@ class _Runner:
         self.seqs = torch.cat([self.seqs, tokens[:, None].to(self.seqs)], dim=1)  # (B', L + 1)
 
 
-def _check_ids(runner: _Runner, eos_id: int | None) -> None:
-    V = runner.vocab_size
-    if eos_id is not None and not 0 <= eos_id < V:
-        raise ValueError(f"`eos_id` must be a token id in [0, vocab_size) (got eos_id={eos_id}, vocab_size={V})")
-    if int(runner.seqs.max()) >= V or int(runner.seqs.min()) < 0:
-        raise ValueError(f"`prompt` ids must lie in [0, vocab_size) (got ids from {int(runner.seqs.min())} to {int(runner.seqs.max())}, vocab_size={V})")
+def _check_ids(ids: Tensor, V: int | None, eos_id: int | None) -> None:
+    """The prompt's ids and ``eos_id`` must be token ids of a vocabulary of ``V`` (when known)."""
+    if V is None:
+        return
+    if eos_id is not None:
+        check_int("eos_id", eos_id, minimum=0, maximum=V - 1, hint=f"it must be a token id of the model's vocabulary (vocab_size={V})")
+    check_token_ids("prompt", ids, V)
 
 
 def _check_eos_type(eos_id: Any) -> None:
-    if eos_id is not None and (isinstance(eos_id, bool) or not isinstance(eos_id, int)):
-        raise TypeError(f"`eos_id` must be an int token id or None (got {eos_id!r})")
+    if eos_id is not None:
+        check_int("eos_id", eos_id, minimum=0, hint="it is the id of the end-of-sequence token, or None")
+
+
+# --------------------------------------------------------------------------------------------
+# Repetition controls (Hugging Face's `repetition_penalty` and `no_repeat_ngram_size`)
+# --------------------------------------------------------------------------------------------
+def penalize_repetitions(scores: Tensor, seqs: Tensor, penalty: float) -> Tensor:
+    """The repetition penalty of CTRL (Keskar et al., 2019), as Hugging Face's ``repetition_penalty``.
+
+    Every token that occurs in a sequence (its prompt included) has its score divided by
+    ``penalty`` where the score is positive and multiplied by it where it is negative, once,
+    however often the token occurs. ``penalty > 1`` makes repeating less likely, ``1`` changes
+    nothing, below 1 makes it more likely. The greedy and sampling decoders apply it to the
+    logits, beam search to the log-probabilities (which are negative: a factor of 1.3 there
+    makes a repeated token's probability ``p ** 1.3``), as Hugging Face's ``generate()`` does.
+
+    Shapes:
+        ``scores`` (B, V), ``seqs`` (B, L) token ids -> (B, V)
+    """
+    seen = torch.zeros_like(scores, dtype=torch.bool).scatter_(1, seqs, True)  # (B, V): in the sequence
+    penalized = torch.where(scores < 0, scores * penalty, scores / penalty)
+    return torch.where(seen, penalized, scores)
+
+
+def ban_repeated_ngrams(scores: Tensor, seqs: Tensor, n: int) -> Tensor:
+    """Forbid every token that would repeat an ``n``-gram, as Hugging Face's ``no_repeat_ngram_size``.
+
+    A token gets the score ``-inf`` when it and the ``n - 1`` tokens before it (the end of the
+    sequence, prompt included) already occur together somewhere in the sequence. ``n = 1``
+    forbids every token already used. Nothing is forbidden before the sequence holds ``n - 1``
+    tokens.
+
+    Shapes:
+        ``scores`` (B, V), ``seqs`` (B, L) token ids -> (B, V)
+    """
+    B, L = seqs.shape
+    if L < n:
+        return scores  # no n-gram is complete yet, so none can repeat
+    grams = seqs.unfold(1, n, 1)  # (B, L - n + 1, n): every n-gram of the sequence
+    prefix = seqs[:, L - n + 1:]  # (B, n - 1): the tokens a new n-gram would start with
+    same = (grams[:, :, :-1] == prefix[:, None, :]).all(-1)  # (B, L - n + 1): n-grams continuing it
+    hits = torch.zeros(scores.shape, dtype=torch.int32, device=scores.device)
+    hits.scatter_add_(1, grams[:, :, -1], same.to(torch.int32))  # (B, V): how often each token completes one
+    return scores.masked_fill(hits > 0, float("-inf"))
+
+
+def _check_controls(repetition_penalty: Any, no_repeat_ngram_size: Any) -> tuple[float, int]:
+    penalty = check_float("repetition_penalty", repetition_penalty, low=0.0, low_open=True,
+                          hint="1.0 is no penalty; above 1 discourages repeating a token")
+    n = check_int("no_repeat_ngram_size", no_repeat_ngram_size, minimum=0, hint="no_repeat_ngram_size=0 allows every repetition")
+    return penalty, n
+
+
+def _apply_controls(scores: Tensor, seqs: Tensor, penalty: float, n: int) -> Tensor:
+    if penalty != 1.0:
+        scores = penalize_repetitions(scores, seqs, penalty)
+    if n:
+        scores = ban_repeated_ngrams(scores, seqs, n)
+    return scores
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,7 +339,8 @@ def _check_eos_type(eos_id: Any) -> None:
 # --------------------------------------------------------------------------------------------
 @torch.no_grad()
 def greedy(model: Model, prompt: Any, max_new_tokens: int, *, eos_id: int | None = None,
-           context_length: int | None = None, use_cache: bool | None = None, refill_to: int | None = None) -> Tensor:
+           context_length: int | None = None, use_cache: bool | None = None, refill_to: int | None = None,
+           repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0) -> Tensor:
     """Append the most probable next token, ``max_new_tokens`` times (or until ``eos_id``).
 
     A sequence that has produced ``eos_id`` is padded with ``eos_id`` while the others go on;
@@ -257,43 +348,61 @@ def greedy(model: Model, prompt: Any, max_new_tokens: int, *, eos_id: int | None
     cache when it has one. ``context_length`` and ``refill_to`` set the context window (see the
     module's docstring). Put a model with dropout in ``eval()`` mode first.
 
+    Repetition controls, as Hugging Face's ``generate()`` arguments of the same names:
+    ``repetition_penalty`` (:func:`penalize_repetitions`, applied to the logits) and
+    ``no_repeat_ngram_size`` (:func:`ban_repeated_ngrams`); both look at the whole sequence,
+    prompt included. A ValueError says so if they leave a sequence no token at all.
+
     Shapes:
         ``prompt`` (T,) or (B, T) -> (T + n,) or (B, T + n), n <= max_new_tokens new tokens.
     """
-    return _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, refill_to, pick=lambda logits: logits.argmax(-1))
+    return _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, refill_to,
+                     repetition_penalty, no_repeat_ngram_size, pick=lambda logits: logits.argmax(-1))
 
 
 @torch.no_grad()
 def sample(model: Model, prompt: Any, max_new_tokens: int, *, temperature: float = 1.0, top_k: int | None = None,
            top_p: float | None = None, generator: torch.Generator | None = None, eos_id: int | None = None,
-           context_length: int | None = None, use_cache: bool | None = None, refill_to: int | None = None) -> Tensor:
+           context_length: int | None = None, use_cache: bool | None = None, refill_to: int | None = None,
+           repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0) -> Tensor:
     """Append tokens drawn from :func:`next_token_probs`, ``max_new_tokens`` times (or until ``eos_id``).
 
-    The same ``generator`` state gives the same sample. End of sequence, cache and context
-    window behave as in :func:`greedy`.
+    The same ``generator`` state gives the same sample. End of sequence, cache, context window
+    and repetition controls behave as in :func:`greedy`; the controls act on the logits before
+    the temperature and the filters.
 
     Shapes:
         ``prompt`` (T,) or (B, T) -> (T + n,) or (B, T + n).
     """
     _check_filters(temperature, top_k, top_p)
+    check_generator("generator", generator)
 
     def pick(logits: Tensor) -> Tensor:
         probs = next_token_probs(logits, temperature=temperature, top_k=top_k, top_p=top_p)  # (B, V)
         return torch.multinomial(probs.float().cpu(), 1, generator=generator)[:, 0].to(logits.device)
 
-    return _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, refill_to, pick)
+    return _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, refill_to,
+                     repetition_penalty, no_repeat_ngram_size, pick)
 
 
-def _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, refill_to, pick) -> Tensor:
-    _check_count("max_new_tokens", max_new_tokens, 0)
+def _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, refill_to,
+              repetition_penalty, no_repeat_ngram_size, pick) -> Tensor:
+    check_int("max_new_tokens", max_new_tokens, minimum=0)
     _check_eos_type(eos_id)
+    penalty, n = _check_controls(repetition_penalty, no_repeat_ngram_size)
     ids, single = _as_prompt(prompt, _device(model))
+    _check_ids(ids, _vocab_size(model), eos_id)
     runner = _Runner(model, ids, _context_length(model, context_length), use_cache, refill_to)
     done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)  # (B,)
     for step in range(max_new_tokens):
         logits = runner.next_logits()  # (B, V)
         if step == 0:
-            _check_ids(runner, eos_id)
+            _check_ids(ids, runner.vocab_size, eos_id)
+        logits = _apply_controls(logits, runner.seqs, penalty, n)  # (B, V)
+        if n and bool(((logits == float("-inf")).all(-1) & ~done).any()):
+            row = int(((logits == float("-inf")).all(-1) & ~done).nonzero()[0])
+            raise ValueError(f"`no_repeat_ngram_size`={n} leaves sequence {row} no token at step {step}: every "
+                             "token would repeat an n-gram; use a larger no_repeat_ngram_size (or 0)")
         token = pick(logits)  # (B,)
         if eos_id is not None:
             token = torch.where(done, torch.full_like(token, eos_id), token)  # ended rows stay ended
@@ -304,39 +413,50 @@ def _generate(model, prompt, max_new_tokens, eos_id, context_length, use_cache, 
     return runner.seqs[0] if single else runner.seqs
 
 
-def _check_filters(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0 or math.isinf(temperature):
-        raise ValueError(f"`temperature` must be a finite number > 0 (got temperature={temperature!r}); "
-                         "for the most probable token use greedy()")
+def _check_filters(temperature: Any, top_k: Any, top_p: Any, logits: Any = None) -> None:
+    """The sampling filters' arguments and, when given, the logits they act on."""
+    check_float("temperature", temperature, low=0.0, low_open=True,
+                hint="for the most probable token use greedy()")
     if top_k is not None:
-        _check_count("top_k", top_k, 1)
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
-        raise ValueError(f"`top_p` must be a number in (0, 1] (got top_p={top_p!r}); use top_p=None or 1.0 to keep every token")
+        check_int("top_k", top_k, minimum=1, hint="use top_k=None to keep every token")
+    if top_p is not None:
+        check_float("top_p", top_p, low=0.0, high=1.0, low_open=True,
+                    hint="use top_p=None or 1.0 to keep every token")
+    if logits is not None:
+        check_tensor("logits", logits, shape=("...", "V"), dtype="real")
+        check_logits("logits", logits)
+        check_logits("temperature", logits.float() / temperature,
+                     what=f"the logits divided by `temperature`={temperature:g}",
+                     hint="the temperature is too small: use greedy() for the most probable token")
 
 
-def filter_logits(logits: Tensor, *, temperature: float = 1.0, top_k: int | None = None,
+def filter_logits(logits: Tensor, *, temperature: float = 1.0,
+                  top_k: int | None = None,
                   top_p: float | None = None) -> Tensor:
-    """Divide by ``temperature``, then set to ``-inf`` the tokens outside the top-k and the nucleus.
+    """Divide by ``temperature``, then set to ``-inf`` the tokens outside the
+    top-k and the nucleus.
 
-    Order: temperature, then top-k (keep the ``top_k`` largest), then top-p (keep the smallest
-    set of most probable tokens whose probability sums to at least ``top_p``; the most probable
-    token is always kept). Ties at the top-k boundary are all kept.
+    Order: temperature, then top-k (keep the ``top_k`` largest), then top-p
+    (keep the smallest set of most probable tokens whose probability sums to
+    at least ``top_p``; the most probable token is always kept). Ties at the
+    top-k boundary are all kept.
 
     Shapes:
         ``logits`` (..., V) -> (..., V)
     """
-    _check_filters(temperature, top_k, top_p)
+    _check_filters(temperature, top_k, top_p, logits)
     logits = logits.float() / temperature
     V = logits.shape[-1]
     if top_k is not None and top_k < V:
-        kth = logits.topk(top_k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]  # the k-th largest
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p is not None and top_p < 1:
-        sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., V)
-        sorted_probs = sorted_logits.softmax(dim=-1)
-        mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # (..., V): mass of the better tokens
-        drop_sorted = mass_before >= top_p  # the nucleus is already complete without this token
-        drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        sorted_probs = sorted_logits.softmax(dim=-1)  # (..., V)
+        # the mass of the tokens more probable than each one:
+        mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+        drop_sorted = mass_before >= top_p  # nucleus complete without it
+        drop = drop_sorted.scatter(-1, order, drop_sorted)  # vocabulary order
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
 
@@ -404,12 +524,24 @@ class BeamSearchResult:
     def best(self) -> Hypothesis:
         return self.hypotheses[0]
 
+    def __getattr__(self, name: str) -> Any:
+        # Only called for a missing attribute: a Hypothesis's attribute asked of the result.
+        if name in _HYPOTHESIS_ATTRIBUTES:
+            raise AttributeError(
+                f"a BeamSearchResult has no `{name}`: it holds several hypotheses, best first. Use "
+                f"result.best.{name} for the best one, or [h.{name} for h in result.hypotheses]")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+_HYPOTHESIS_ATTRIBUTES = frozenset({"tokens", "score", "normalized_score", "finished", "n_prompt", "generated"})
+
 
 @torch.no_grad()
 def beam_search(model: Model, prompt: Any, max_new_tokens: int, *, k: int, eos_id: int | None = None,
                 length_penalty: float = 0.0, n_best: int | None = None, return_trace: bool = False,
                 context_length: int | None = None, use_cache: bool | None = None,
-                refill_to: int | None = None) -> BeamSearchResult:
+                refill_to: int | None = None, repetition_penalty: float = 1.0,
+                no_repeat_ngram_size: int = 0) -> BeamSearchResult:
     """Beam search of width ``k``: keep the ``k`` best partial hypotheses at every step.
 
     A hypothesis's score is the sum of the log-probabilities of its tokens. At each step, every
@@ -424,21 +556,30 @@ def beam_search(model: Model, prompt: Any, max_new_tokens: int, *, k: int, eos_i
     generated tokens: ``0`` ranks by the raw sum (which favours short hypotheses), ``1`` by the
     average log-probability per token. Cache and context window behave as in :func:`greedy`.
 
+    Repetition controls, as Hugging Face's ``generate()`` with ``num_beams``: they act on each
+    step's log-probabilities before the beams are chosen, so the scores of the hypotheses and
+    of the trace are then the *controlled* scores (a repeated token's log-probability times
+    ``repetition_penalty``; ``-inf`` for an n-gram that ``no_repeat_ngram_size`` forbids), not
+    log-probabilities of the model: :func:`sequence_log_prob` gives those. A beam whose every
+    extension is forbidden stops there, as an unfinished hypothesis.
+
     Shapes:
         ``prompt`` (T,) (one prompt) -> ``n_best`` (default ``k``) hypotheses of length <= T + max_new_tokens.
     """
-    _check_count("k", k, 1)
-    _check_count("max_new_tokens", max_new_tokens, 0)
-    n_best = k if n_best is None else n_best
-    _check_count("n_best", n_best, 1)
+    k = check_int("k", k, minimum=1, hint="k is the beam width, the number of hypotheses kept")
+    check_int("max_new_tokens", max_new_tokens, minimum=0)
+    n_best = k if n_best is None else check_int("n_best", n_best, minimum=1)
     if n_best > k:
         raise ValueError(f"`n_best` must be at most the beam width k (got n_best={n_best}, k={k})")
     _check_eos_type(eos_id)
-    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) or not math.isfinite(length_penalty):
-        raise ValueError(f"`length_penalty` must be a finite number (got {length_penalty!r})")
+    length_penalty = check_float("length_penalty", length_penalty, hint="length_penalty=0 ranks by the summed log-probability")
+    check_bool("return_trace", return_trace)
+    penalty, n_gram = _check_controls(repetition_penalty, no_repeat_ngram_size)
     ids, single = _as_prompt(prompt, _device(model))
     if not single:
-        raise ValueError(f"`prompt` must be one sequence of shape (T,) for beam search (got shape {tuple(ids.shape)})")
+        raise ValueError(f"`prompt` must be one sequence of shape (T,) for beam search (got shape={tuple(ids.shape)}); "
+                         "search each prompt on its own: [beam_search(model, p, ...) for p in prompts]")
+    _check_ids(ids, _vocab_size(model), eos_id)
     T0 = ids.shape[1]
     runner = _Runner(model, ids, _context_length(model, context_length), use_cache, refill_to)
 
@@ -457,9 +598,13 @@ def beam_search(model: Model, prompt: Any, max_new_tokens: int, *, k: int, eos_i
         n_beams = beam_scores.shape[0]
         logits = runner.next_logits()  # (n_beams, V): all beams in one forward pass
         if step == 0:
-            _check_ids(runner, eos_id)
+            _check_ids(ids, runner.vocab_size, eos_id)
         V = logits.shape[-1]
-        cand = beam_scores[:, None] + logits.double().log_softmax(dim=-1)  # (n_beams, V): log p summed
+        logp = _apply_controls(logits.double().log_softmax(dim=-1), runner.seqs, penalty, n_gram)  # (n_beams, V)
+        cand = beam_scores[:, None] + logp  # (n_beams, V): log p summed
+        if n_gram:  # a beam with no allowed extension ends here, unfinished
+            for b in (cand == float("-inf")).all(-1).nonzero()[:, 0].tolist():
+                finished.append(make(runner.seqs[b], float(beam_scores[b]), False))
         # At most n_beams candidates end, so the best k + n_beams hold k that go on.
         n_top = min(k + n_beams, n_beams * V)
         top_scores, top_flat = cand.flatten().topk(n_top)  # (n_top,)
@@ -502,27 +647,36 @@ def sequence_log_prob(model: Model, prompt: Any, continuation: Any, *, context_l
     """``log p(continuation | prompt)`` = the sum of the log-probabilities of its tokens, from scratch.
 
     No cache: one forward pass over the whole sequence (or one per token beyond the context
-    window, with the window cropped as the decoders do).
+    window, with the window cropped as the decoders do). Token ids are integers: a float or a
+    2-D continuation is refused, never rounded or flattened.
 
     Shapes:
         ``prompt`` (T,), ``continuation`` (n,) -> a float.
     """
     ids, single = _as_prompt(prompt, _device(model))
     if not single:
-        raise ValueError(f"`prompt` must be one sequence of shape (T,) (got shape {tuple(ids.shape)})")
-    cont = torch.as_tensor(continuation, dtype=torch.long, device=ids.device).reshape(-1)
+        raise ValueError(f"`prompt` must be one sequence of shape (T,) (got shape={tuple(ids.shape)})")
+    cont = as_token_ids("continuation", continuation, ndims=(1,), empty_ok=True).to(ids.device)
+    V = _vocab_size(model)
+    if V is not None:
+        check_token_ids("prompt", ids, V)
+        check_token_ids("continuation", cont, V)
     if cont.numel() == 0:
         return 0.0  # log 1: the empty continuation is certain
     seq = torch.cat([ids[0], cont])  # (T + n,)
     T0, ctx = ids.shape[1], _context_length(model, context_length)
     runner = _Runner(model, seq[None], ctx, use_cache=False)
+    what = "the logits returned by `model`"
     with torch.no_grad():
         if ctx is None or seq.shape[0] - 1 <= ctx:
             logits = runner._call(seq[None, :-1])[0]  # (T + n - 1, V)
-            logp = logits.double().log_softmax(-1)[T0 - 1:]  # (n, V): predictions of the continuation
+            logits = check_logits("model", logits[T0 - 1:], what=what)  # (n, V): predictions of the continuation
+            logp = logits.double().log_softmax(-1)
         else:
-            logp = torch.stack([runner._call(seq[None, max(0, t - ctx):t])[0, -1].double().log_softmax(-1)
-                                for t in range(T0, seq.shape[0])])  # (n, V)
+            logp = torch.stack([check_logits("model", runner._call(seq[None, max(0, t - ctx):t])[0, -1], what=what)
+                                .double().log_softmax(-1) for t in range(T0, seq.shape[0])])  # (n, V)
+    check_token_ids("prompt", ids, logp.shape[-1])
+    check_token_ids("continuation", cont, logp.shape[-1])
     return float(logp.gather(-1, cont[:, None]).sum())
 
 
@@ -533,12 +687,26 @@ def plot_beam_tree(trace: Sequence[BeamStep], decode: Callable[[int], str] = str
                    show_pruned: int = 2, best: Sequence[int] | None = None, fontsize: float = 8) -> Any:
     """Draw a beam-search trace as a tree: one column per step, one node per hypothesis.
 
-    Nodes show the token and the summed log-probability; alive beams are blue, finished
-    hypotheses green, and for each beam the ``show_pruned`` best pruned extensions are grey.
-    ``best`` (the generated tokens of the winner) is drawn in bold red. Returns the axes.
+    Nodes show the token, boxed in a monospace font (so that "," and "." stand out; give a
+    ``decode`` that also makes spaces and new lines visible, such as "␣" and "⏎"), and the summed
+    log-probability; alive beams are blue, finished hypotheses green, and for each beam the
+    ``show_pruned`` best pruned extensions are grey. ``best`` (the generated tokens of the
+    winner) is drawn in bold red. Returns the axes.
+
+    Shapes:
+        ``trace``: one BeamStep per step; ``best`` (n,) token ids; ``decode``: int -> str.
     """
     import matplotlib.pyplot as plt
 
+    if isinstance(trace, BeamSearchResult):
+        raise TypeError("`trace` must be the trace of a search, result.trace, not the BeamSearchResult itself "
+                        "(search with return_trace=True)")
+    if trace is None or isinstance(trace, (str, bytes)) or not all(isinstance(r, BeamStep) for r in trace):
+        raise TypeError(f"`trace` must be a list of BeamStep, result.trace from beam_search(..., return_trace=True) "
+                        f"(got {type(trace).__name__})")
+    check_int("show_pruned", show_pruned, minimum=0)
+    if not callable(decode):
+        raise TypeError(f"`decode` must be a function from a token id to its text (got {type(decode).__name__})")
     if ax is None:
         _, ax = plt.subplots(figsize=(2.2 * (len(trace) + 1), 4))
     best_t = tuple(int(t) for t in best) if best is not None else None
@@ -566,9 +734,15 @@ def plot_beam_tree(trace: Sequence[BeamStep], decode: Callable[[int], str] = str
             color = {"alive": "tab:blue", "finished": "tab:green", "pruned": "0.7"}[status]
             ax.plot([px, x], [py, y], color="tab:red" if on_best else color, lw=2.5 if on_best else 1, zorder=1)
             ax.scatter([x], [y], s=40, color=color, zorder=2)
-            ax.annotate(f"{decode(t)}  {s:.2f}", (x, y), textcoords="offset points", xytext=(5, 3),
-                        fontsize=fontsize, color="black" if status != "pruned" else "0.5",
-                        fontweight="bold" if on_best else "normal")
+            text_style = dict(color="black" if status != "pruned" else "0.5",
+                              fontweight="bold" if on_best else "normal", va="center")
+            # The token in a box, in a monospace font, so that "," and "." are as visible as letters;
+            # its score just right of the box.
+            token = ax.annotate(str(decode(t)), (x, y), textcoords="offset points", xytext=(5, 7),
+                                fontsize=fontsize + 1, family=["DejaVu Sans Mono", "DejaVu Sans"],
+                                bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="0.6", lw=0.6), **text_style)
+            ax.annotate(f"{s:.2f}", (1, 0.5), xycoords=token, textcoords="offset points", xytext=(3, 0),
+                        fontsize=fontsize, **text_style)
             if status == "alive":
                 positions[path] = (x, y)
     ax.set_xlabel("step")

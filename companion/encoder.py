@@ -14,8 +14,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from companion.block import EncoderBlock, _check_width
+from companion.block import EncoderBlock
 from companion.norm import LayerNorm
+from companion.validation import check_bool, check_int, check_vectors
 
 __all__ = ["Encoder"]
 
@@ -54,8 +55,8 @@ class Encoder(nn.Module):
         final_norm: bool = True,
     ):
         super().__init__()
-        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
-            raise ValueError(f"`n_layers` must be an integer >= 1 (got n_layers={n_layers!r})")
+        n_layers = check_int("n_layers", n_layers, minimum=1)
+        check_bool("final_norm", final_norm)
         self.d_model, self.n_layers = d_model, n_layers
         self.blocks = nn.ModuleList(
             EncoderBlock(d_model, n_heads, d_ff, dropout=dropout, norm_first=norm_first,
@@ -66,7 +67,7 @@ class Encoder(nn.Module):
 
     def forward(self, x: Tensor, *, key_mask: Tensor | None = None,
                 attn_mask: Tensor | None = None) -> Tensor:
-        B, S, C = _check_width(x, self.d_model, "x")
+        B, S, C = check_vectors("x", x, self.d_model, shape=("B", "S"))
         for block in self.blocks:
             x = block(x, key_mask=key_mask, attn_mask=attn_mask)  # (B, S, C)
         return x if self.norm is None else self.norm(x)  # (B, S, C)

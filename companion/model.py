@@ -16,30 +16,46 @@ import torch.nn.functional as F
 
 from companion.attention import KVCache
 from companion.block import TransformerBlock
+from companion.validation import (
+    IGNORE_INDEX,
+    check_bool,
+    check_float,
+    check_generator,
+    check_instance,
+    check_int,
+    check_logits,
+    check_tensor,
+    check_token_ids,
+)
 
 
 @dataclass(frozen=True)
 class GPTConfig:
-    """Everything needed to build a :class:`GPT` (and nothing about how it is trained)."""
+    """Everything needed to build a :class:`GPT` (nothing about training)."""
 
-    vocab_size: int = 69  # number of distinct tokens (characters here); the tokenizer decides it
-    context_length: int = 64  # longest sequence the model can read (nanoGPT: block_size)
-    d_model: int = 128  # width of every token's vector (nanoGPT: n_embd; HF: hidden_size)
-    n_layers: int = 4  # number of transformer blocks (nanoGPT: n_layer)
+    vocab_size: int = 69  # distinct tokens (characters): the tokenizer's
+    context_length: int = 64  # longest input (nanoGPT: block_size)
+    d_model: int = 128  # width of a token's vector (nanoGPT: n_embd)
+    n_layers: int = 4  # transformer blocks (nanoGPT: n_layer)
     n_heads: int = 4  # attention heads per block; d_head = d_model / n_heads
-    d_ff: int | None = None  # hidden width of the feed-forward network; None means 4 * d_model
-    dropout: float = 0.0  # dropout probability in the blocks and after the embeddings
+    d_ff: int | None = None  # feed-forward hidden width; None: 4 * d_model
+    dropout: float = 0.0  # dropout in the blocks and after the embeddings
     bias: bool = True  # biases in the linear layers and the norms
 
     def __post_init__(self):
-        for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer (got {value!r})")
+        for name in ("vocab_size", "context_length", "d_model", "n_layers",
+                     "n_heads"):
+            check_int(name, getattr(self, name), minimum=1)
+        if self.d_ff is not None:
+            check_int("d_ff", self.d_ff, minimum=1,
+                      hint="use d_ff=None for 4 * d_model")
+        check_float("dropout", self.dropout, low=0.0, high=1.0,
+                    high_open=True)
+        check_bool("bias", self.bias)
         if self.d_model % self.n_heads:
-            raise ValueError(f"`d_model` must be divisible by `n_heads` (got d_model={self.d_model}, n_heads={self.n_heads})")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1) (got {self.dropout})")
+            raise ValueError(
+                "`d_model` must be divisible by `n_heads` (got "
+                f"d_model={self.d_model}, n_heads={self.n_heads})")
 
     @property
     def d_head(self) -> int:
@@ -61,6 +77,11 @@ class GPTCache:
 
     def __len__(self) -> int:
         return len(self.layers[0]) if self.layers else 0
+
+    @property
+    def batch_size(self) -> int | None:
+        """Number of sequences cached (None while the cache is empty)."""
+        return self.layers[0].batch_size if self.layers else None
 
     def reorder(self, index: torch.Tensor) -> None:
         """Shapes: index (B_new,) LongTensor of batch rows to keep, in order."""
@@ -125,6 +146,7 @@ class GPT(nn.Module):
 
     def num_parameters(self, include_position: bool = True) -> int:
         """Number of distinct parameters (the tied head counts once, with the token embedding)."""
+        check_bool("include_position", include_position)
         n = sum(p.numel() for p in self.parameters())
         return n if include_position else n - self.pos_emb.weight.numel()
 
@@ -132,25 +154,51 @@ class GPT(nn.Module):
         """An empty cache for :meth:`forward` (one KVCache per layer)."""
         return GPTCache(self.config.n_layers)
 
-    def _check_input(self, idx, targets, start: int) -> None:
+    def _check_input(self, idx, targets, cache) -> int:
+        """Validate a forward pass's arguments; returns the number of cached positions.
+
+        Shapes, dtypes and devices are checked on the host; the token ids' values on the CPU
+        (on a GPU asynchronously: no waiting, see :mod:`companion.validation`).
+        """
         c = self.config
-        if not isinstance(idx, torch.Tensor):
-            raise TypeError(f"`idx` must be a torch.Tensor of token ids (got {type(idx).__name__})")
-        if idx.is_floating_point() or idx.is_complex() or idx.dtype == torch.bool:
-            raise TypeError(f"`idx` must hold integer token ids (dtype torch.long), got dtype {idx.dtype}")
-        if idx.ndim != 2:
-            raise ValueError(f"`idx` must have shape (B, T) (got shape {tuple(idx.shape)})")
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= c.vocab_size):
-            raise ValueError(f"`idx` must hold token ids in [0, {c.vocab_size}) (got values from {int(idx.min())} to {int(idx.max())})")
-        if start + idx.shape[1] > c.context_length:
+        check_tensor("idx", idx, shape=("B", "T"), hint="for one sequence of shape (T,) pass idx[None]")
+        check_token_ids("idx", idx, c.vocab_size)
+        B, T = idx.shape
+        device = self.tok_emb.weight.device
+        if idx.device != device:
+            raise ValueError(f"`idx` is on {idx.device} but the model is on {device}; move it with idx.to({str(device)!r})")
+        start = 0
+        if cache is not None:
+            check_instance("cache", cache, GPTCache, "a GPTCache", hint="make one with model.new_cache()")
+            if len(cache.layers) != c.n_layers:
+                raise ValueError(f"`cache` was made for a model of {len(cache.layers)} layers, this one has "
+                                 f"n_layers={c.n_layers}; make one with model.new_cache()")
+            start = len(cache)
+            if start:
+                _, h, _, d_head = cache.layers[0].k.shape
+                if (h, d_head) != (c.n_heads, c.d_head):
+                    raise ValueError(f"`cache` was filled by another model (n_heads={h}, d_head={d_head}; this model "
+                                     f"has n_heads={c.n_heads}, d_head={c.d_head}); make one with model.new_cache()")
+                if cache.batch_size != B:
+                    raise ValueError(
+                        f"`cache` holds {cache.batch_size} sequences but `idx` has batch size B={B}; a cache "
+                        "belongs to one batch: start a new one with model.new_cache(), or keep rows with "
+                        "cache.reorder(index)")
+        if start + T > c.context_length:
             raise ValueError(
-                f"the sequence is longer than the model's context: {start} cached + {idx.shape[1]} new positions "
+                f"the sequence is longer than the model's context: {start} cached + {T} new positions "
                 f"> context_length={c.context_length}; crop `idx` to its last {c.context_length - start} tokens"
             )
         if targets is not None:
-            if not isinstance(targets, torch.Tensor) or targets.shape != idx.shape or targets.is_floating_point():
-                got = f"{tuple(targets.shape)} {targets.dtype}" if isinstance(targets, torch.Tensor) else type(targets).__name__
-                raise ValueError(f"`targets` must be integer ids of the same shape as `idx` {tuple(idx.shape)} (got {got})")
+            check_tensor("targets", targets, shape=("B", "T"))
+            if targets.shape != idx.shape:
+                raise ValueError(f"`targets` must have the shape of `idx` {tuple(idx.shape)}: the next token at every "
+                                 f"position (got shape={tuple(targets.shape)})")
+            if targets.device != idx.device:
+                raise ValueError(f"`targets` is on {targets.device} but `idx` is on {idx.device}; move it there")
+            check_token_ids("targets", targets, c.vocab_size, ignore_index=IGNORE_INDEX, long_only=True,
+                            hint=f"{IGNORE_INDEX} marks a position left out of the loss")
+        return start
 
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token plus position embeddings. Shapes: idx (B, T) -> (B, T, d_model)."""
@@ -158,19 +206,35 @@ class GPT(nn.Module):
         pos = torch.arange(start, start + T, device=idx.device)  # (T,) absolute positions
         return self.drop(self.tok_emb(idx) + self.pos_emb(pos))  # (B, T, d) + (T, d) -> (B, T, d)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, cache: GPTCache | None = None):
-        start = len(cache) if cache is not None else 0
-        self._check_input(idx, targets, start)
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
+                *, cache: GPTCache | None = None):
+        """Logits for every position and, with ``targets``, the mean loss.
+
+        The loss is the mean of -log p(target) over the positions whose
+        target is not -100 (PyTorch's ``ignore_index``); it is 0, with a zero
+        gradient, when every target is -100. With ``cache``, ``idx`` holds
+        only the new tokens. See the class docstring for the shapes.
+        """
+        start = self._check_input(idx, targets, cache)  # cached positions
         B, T = idx.shape
         x = self.embed(idx, start)  # (B, T, d_model)
         for i, block in enumerate(self.blocks):
-            x = block(x, is_causal=True, kv_cache=None if cache is None else cache.layers[i])  # (B, T, d_model)
+            kv = None if cache is None else cache.layers[i]
+            x = block(x, is_causal=True, kv_cache=kv)  # (B, T, d_model)
         x = self.final_norm(x)
         logits = self.head(x)  # (B, T, d_model) @ (d_model, V) -> (B, T, V)
         loss = None
-        if targets is not None:
+        if targets is not None:  # -log p(target), summed, then averaged
             V = logits.shape[-1]
-            loss = F.cross_entropy(logits.reshape(B * T, V).float(), targets.reshape(B * T))  # mean of -log p(target)
+            flat = logits.reshape(B * T, V)  # (B*T, V)
+            if flat.dtype == self.head.weight.dtype:  # no autocast:
+                flat = flat.float()  # softmax in float32 (no-op for float32)
+            # (under autocast cross_entropy runs in float32 by itself, with
+            # no float32 copy of the logits)
+            nll = F.cross_entropy(flat, targets.reshape(B * T),
+                                  reduction="sum")
+            counted = (targets != IGNORE_INDEX).sum()  # positions not ignored
+            loss = nll / counted.clamp(min=1)  # no NaN when all are ignored
         return logits, loss
 
     @torch.no_grad()
@@ -179,7 +243,7 @@ class GPT(nn.Module):
 
         Shapes: idx (B, T) -> (n_layers, B, n_heads, T, T); row t holds query t's weights over keys.
         """
-        self._check_input(idx, None, 0)
+        self._check_input(idx, None, None)
         x = self.embed(idx)
         maps = []
         for block in self.blocks:
@@ -194,22 +258,43 @@ class GPT(nn.Module):
         """Sample ``max_new_tokens`` tokens after ``idx``, feeding each back in (a short sampler;
         chapter 8 and :mod:`companion.decoding` have the full set of decoders).
 
-        Shapes: idx (B, T) -> (B, T + max_new_tokens).
+        It samples in evaluation mode (no dropout) and leaves the model in the mode it was in.
+        A prompt longer than ``context_length`` is cropped to its last ``context_length`` tokens
+        for the model; the result holds the whole prompt.
+
+        Shapes: idx (B, T) -> (B, T + max_new_tokens); one sequence (T,) -> (T + max_new_tokens,).
         """
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise ValueError(f"`max_new_tokens` must be an integer >= 0 (got {max_new_tokens!r})")
-        if temperature <= 0:
-            raise ValueError(f"`temperature` must be > 0 (got {temperature})")
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-            raise ValueError(f"`top_k` must be None or an integer >= 1 (got {top_k!r})")
-        for _ in range(max_new_tokens):
-            context = idx[:, -self.config.context_length:]  # (B, <= context_length)
-            logits, _ = self(context)
-            logits = logits[:, -1, :] / temperature  # (B, V): only the last position predicts the next token
-            if top_k is not None:
-                kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]  # (B, 1)
-                logits = logits.masked_fill(logits < kth, float("-inf"))
-            probs = torch.softmax(logits, dim=-1)
-            nxt = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
-            idx = torch.cat([idx, nxt], dim=1)
-        return idx
+        max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
+        temperature = check_float("temperature", temperature, low=0.0, low_open=True,
+                                  hint="for the most probable token use companion.decoding.greedy")
+        if top_k is not None:
+            top_k = check_int("top_k", top_k, minimum=1, hint="use top_k=None to keep every token")
+        check_generator("generator", generator)
+        check_tensor("idx", idx)
+        if idx.ndim not in (1, 2):
+            raise ValueError(f"`idx` must have shape (T,) or (B, T) (got shape={tuple(idx.shape)})")
+        single = idx.ndim == 1
+        idx = idx[None] if single else idx  # (B, T)
+        check_tensor("idx", idx, shape=("B", "T"))
+        check_token_ids("idx", idx, self.config.vocab_size)
+        was_training = self.training
+        self.eval()  # no dropout while generating
+        try:
+            for _ in range(max_new_tokens):
+                context = idx[:, -self.config.context_length:]  # (B, <= context_length)
+                logits, _ = self(context)
+                logits = logits[:, -1, :]  # (B, V): only the last position predicts the next token
+                check_logits("logits", logits, what="the model's output (its logits)",
+                             hint="check the model's weights for NaN (a diverged training run?)")
+                logits = logits / temperature
+                check_logits("temperature", logits, what=f"the logits divided by `temperature`={temperature:g}",
+                             hint="the temperature is too small; for the most probable token use greedy decoding")
+                if top_k is not None:
+                    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]  # (B, 1)
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                probs = torch.softmax(logits, dim=-1)
+                nxt = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+                idx = torch.cat([idx, nxt], dim=1)
+        finally:
+            self.train(was_training)
+        return idx[0] if single else idx

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from companion.attention import KVCache, causal_mask, check_attn_mask, scaled_dot_product_attention
+from companion.validation import check_bool, check_float, check_instance, check_int, check_vectors
 
 __all__ = ["MultiHeadAttention"]
 
@@ -50,18 +51,15 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, *, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        for name, value in (("d_model", d_model), ("n_heads", n_heads)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"`{name}` must be an int (got {type(value).__name__})")
-            if value < 1:
-                raise ValueError(f"`{name}` must be positive (got {name}={value})")
+        d_model = check_int("d_model", d_model, minimum=1)
+        n_heads = check_int("n_heads", n_heads, minimum=1)
         if d_model % n_heads != 0:
             raise ValueError(
                 f"`d_model` must be divisible by `n_heads` (got d_model={d_model}, n_heads={n_heads}); "
                 f"each head gets d_model / n_heads features"
             )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1) (got dropout={dropout})")
+        dropout = check_float("dropout", dropout, low=0.0, high=1.0, high_open=True)
+        check_bool("bias", bias)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -97,14 +95,7 @@ class MultiHeadAttention(nn.Module):
         return self
 
     def _check_input(self, name: str, x: object, B: int | None = None) -> Tensor:
-        if not isinstance(x, Tensor):
-            raise TypeError(f"`{name}` must be a torch.Tensor (got {type(x).__name__})")
-        if not x.is_floating_point():
-            raise TypeError(f"`{name}` must be a floating-point tensor (got dtype={x.dtype})")
-        if x.ndim != 3:
-            raise ValueError(f"`{name}` must have 3 dimensions (B, length, d_model) (got shape={tuple(x.shape)})")
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"`{name}` must have width d_model={self.d_model} (got shape={tuple(x.shape)})")
+        check_vectors(name, x, self.d_model, shape=("B", "T" if name == "query" else "S"), like=self.q_proj.weight)
         if B is not None and x.shape[0] != B:
             raise ValueError(f"`{name}` must have the batch size of `query` B={B} (got shape={tuple(x.shape)})")
         return x
@@ -143,11 +134,23 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         self._check_input("query", query)
         B, T, C = query.shape
+        check_bool("is_causal", is_causal)
+        check_bool("need_weights", need_weights)
+        check_bool("average_weights", average_weights)
         if kv_cache is not None:
-            if not isinstance(kv_cache, KVCache):
-                raise TypeError(f"`kv_cache` must be a companion.attention.KVCache (got {type(kv_cache).__name__})")
+            check_instance("kv_cache", kv_cache, KVCache, "a companion.attention.KVCache")
             if (key is not None and key is not query) or (value is not None and value is not query):
                 raise ValueError("`kv_cache` works with self-attention only: leave `key` and `value` as None")
+            if kv_cache.k is not None:
+                B_cache, h_cache, _, d_cache = kv_cache.k.shape
+                if B_cache != B:
+                    raise ValueError(
+                        f"`kv_cache` holds {B_cache} sequences but `query` has batch size B={B}; a cache belongs "
+                        "to one batch: use a new KVCache(), or keep rows with kv_cache.reorder(index)")
+                if (h_cache, d_cache) != (self.n_heads, self.d_head):
+                    raise ValueError(
+                        f"`kv_cache` was filled by another layer (h={h_cache}, d_head={d_cache}; this one has "
+                        f"h={self.n_heads}, d_head={self.d_head}); give each layer its own KVCache()")
         key = query if key is None else self._check_input("key", key, B)
         value = key if value is None else self._check_input("value", value, B)
         if key.shape[1] != value.shape[1]:
@@ -174,10 +177,11 @@ class MultiHeadAttention(nn.Module):
         if is_causal and S < T:
             raise ValueError(f"`is_causal` needs at least as many keys as queries (got T={T}, S={S})")
 
+        q, k, v = self._project(query, key, value)  # (B, T, C), (B, S_new, C), (B, S_new, C)
         # (B, T, d_model) -> (B, T, h, d_head) -> (B, h, T, d_head): heads folded into the batch
-        q = self.q_proj(query).view(B, T, h, d_head).transpose(1, 2)
-        k = self.k_proj(key).view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S_new, d_head)
-        v = self.v_proj(value).view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S_new, d_head)
+        q = q.view(B, T, h, d_head).transpose(1, 2)
+        k = k.view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S_new, d_head)
+        v = v.view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S_new, d_head)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, h, S_past + T, d_head)
         assert k.shape[2] == S
@@ -208,6 +212,26 @@ class MultiHeadAttention(nn.Module):
         if average_weights:
             weights = weights.mean(dim=1)  # (B, h, T, S) -> (B, T, S)
         return out, weights
+
+    def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``query W_q^T``, ``key W_k^T``, ``value W_v^T`` (plus biases).
+
+        In self-attention (``key`` and ``value`` are ``query``) the three products are done as one,
+        ``query @ [W_q; W_k; W_v]^T``, as ``torch.nn.MultiheadAttention`` and nanoGPT do: the input
+        is read once, and on a GPU one large matrix product (and, under autocast, one cast of the
+        weights) replaces three. The weights stay the three ``nn.Linear`` modules that chapter 3
+        teaches and checkpoints store; ``torch.cat`` stacks them for this call and the gradient
+        flows back to each. The same function as three products (equal up to rounding).
+
+        Shapes: query (B, T, C), key and value (B, S, C) -> (B, T, C), (B, S, C), (B, S, C).
+        """
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        if key is query and value is query and all(type(m) is nn.Linear for m in projections):
+            w = torch.cat([m.weight for m in projections])  # 3 x (C, C) -> (3C, C)
+            b = None if self.q_proj.bias is None else torch.cat([m.bias for m in projections])  # (3C,)
+            q, k, v = F.linear(query, w, b).chunk(3, dim=-1)  # (B, T, C) @ (C, 3C) -> (B, T, 3C) -> 3 x (B, T, C)
+            return q, k, v
+        return self.q_proj(query), self.k_proj(key), self.v_proj(value)
 
     @staticmethod
     def _every_query_has_a_key(mask: Tensor) -> bool:

@@ -13,24 +13,21 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from companion.validation import check_bool, check_float, check_int, check_vectors
+
 __all__ = ["LayerNorm", "RMSNorm"]
 
 
-def _check_width(x: Tensor, d_model: int, name: str) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} expects a torch.Tensor (got {type(x).__name__})")
-    if x.dim() == 0 or x.shape[-1] != d_model:
-        raise ValueError(
-            f"{name} normalizes the last dimension, which must equal d_model={d_model} "
-            f"(got input of shape {tuple(x.shape)}); normalize over the features, not the batch or time axis"
-        )
+def _check_input(x: Tensor, d_model: int, norm: str) -> None:
+    check_vectors("x", x, d_model, shape=("...",), hint=(
+        f"{norm} normalizes the last dimension: put the features last "
+        "(normalize over the features, not the batch or time axis)"))
 
 
-def _check_args(d_model: int, eps: float) -> None:
-    if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model < 1:
-        raise ValueError(f"`d_model` must be a positive integer (got d_model={d_model!r})")
-    if not eps > 0:
-        raise ValueError(f"`eps` must be positive (got eps={eps!r})")
+def _check_args(d_model: int, eps: float, bias: bool = True) -> None:
+    check_int("d_model", d_model, minimum=1)
+    check_float("eps", eps, low=0.0, low_open=True)
+    check_bool("bias", bias)
 
 
 class LayerNorm(nn.Module):
@@ -50,21 +47,22 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
         super().__init__()
-        _check_args(d_model, eps)
+        _check_args(d_model, eps, bias)
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))
         self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        _check_width(x, self.d_model, "LayerNorm")
-        *_, C = x.shape  # (..., d_model): any leading shape, each position normalized on its own
-        centred = x - x.mean(dim=-1, keepdim=True)  # (..., d_model): subtract one mean per token
-        # A second, cheap pass removes the rounding left in the mean when the mean is large and the
-        # spread tiny (float32 rows such as 1000 + 0.01 * noise); mathematically it subtracts zero.
+        _check_input(x, self.d_model, "LayerNorm")
+        *_, C = x.shape  # (..., d_model): each position normalized on its own
+        centred = x - x.mean(dim=-1, keepdim=True)  # minus each token's mean
+        # A second, cheap pass removes the rounding left in the mean when the
+        # mean is large and the spread tiny (float32 rows such as
+        # 1000 + 0.01 * noise); mathematically it subtracts zero.
         centred = centred - centred.mean(dim=-1, keepdim=True)
-        var = centred.pow(2).mean(dim=-1, keepdim=True)  # (..., 1): biased variance (divide by d_model)
-        x_hat = centred * torch.rsqrt(var + self.eps)  # (..., d_model): eps inside the square root
-        y = x_hat * self.weight  # (..., d_model) * (d_model,) broadcasts over tokens
+        var = centred.pow(2).mean(dim=-1, keepdim=True)  # (..., 1): biased
+        x_hat = centred * torch.rsqrt(var + self.eps)  # eps inside the root
+        y = x_hat * self.weight  # (..., d_model) * (d_model,) over tokens
         return y + self.bias if self.bias is not None else y
 
     def extra_repr(self) -> str:
@@ -89,7 +87,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x: Tensor) -> Tensor:
-        _check_width(x, self.d_model, "RMSNorm")
+        _check_input(x, self.d_model, "RMSNorm")
         *_, C = x.shape  # (..., d_model)
         ms = x.pow(2).mean(dim=-1, keepdim=True)  # (..., 1): mean square per token
         return x * torch.rsqrt(ms + self.eps) * self.weight  # (..., d_model)

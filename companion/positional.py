@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from companion.validation import check_float, check_float_dtype, check_int, check_tensor, check_vectors
+
 __all__ = [
     "sinusoidal_encoding",
     "shift_matrix",
@@ -25,16 +27,10 @@ __all__ = [
 ]
 
 
-def _positive_int(value: object, name: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer (got {name}={value!r})")
-    return value
-
-
 def _even_width(d_model: object, what: str) -> int:
-    _positive_int(d_model, "d_model")
+    check_int("d_model", d_model, minimum=1)
     if d_model % 2:
-        raise ValueError(f"{what} pairs features as (sin, cos), so `d_model` must be even (got d_model={d_model})")
+        raise ValueError(f"`d_model` must be even (got d_model={d_model}): {what} pairs features as (sin, cos)")
     return d_model  # type: ignore[return-value]
 
 
@@ -45,26 +41,34 @@ def _frequencies(d_model: int, c: float, dtype: torch.dtype, device=None) -> Ten
 
 
 def sinusoidal_encoding(
-    context_length: int, d_model: int, *, c: float = 10000.0, dtype: torch.dtype = torch.float32, device=None
+    context_length: int, d_model: int, *, c: float = 10000.0,
+    dtype: torch.dtype = torch.float32, device=None,
 ) -> Tensor:
     """The sinusoidal position table of Vaswani et al. (2017).
 
-    Row ``i`` is position ``i`` (from 0); column ``2j`` holds ``sin(i / c**(2j/D))`` and column
-    ``2j + 1`` holds ``cos(i / c**(2j/D))``, with the *same* frequency for both members of a pair.
+    Row ``i`` is position ``i`` (from 0); column ``2j`` holds
+    ``sin(i / c**(2j/D))`` and column ``2j + 1`` holds ``cos(i / c**(2j/D))``,
+    with the *same* frequency for both members of a pair.
 
     Shapes:
         returns ``(context_length, d_model)``.
     """
-    _positive_int(context_length, "context_length")
-    _even_width(d_model, "the sinusoidal encoding")
-    if not c > 1:
-        raise ValueError(f"`c` must be greater than 1 (got c={c!r})")
-    pos = torch.arange(context_length, dtype=torch.float64, device=device)[:, None]  # (T, 1)
-    angles = pos * _frequencies(d_model, c, torch.float64, device)[None, :]  # (T, 1) * (1, D/2) -> (T, D/2)
-    table = torch.empty(context_length, d_model, dtype=torch.float64, device=device)
+    _check_table(context_length, d_model, c, dtype)
+    pos = torch.arange(context_length, dtype=torch.float64, device=device)
+    freq = _frequencies(d_model, c, torch.float64, device)  # (D/2,)
+    angles = pos[:, None] * freq[None, :]  # (T, 1) * (1, D/2) -> (T, D/2)
+    table = torch.empty(context_length, d_model, dtype=torch.float64,
+                        device=device)
     table[:, 0::2] = torch.sin(angles)  # even features: sine
     table[:, 1::2] = torch.cos(angles)  # odd features: cosine
-    return table.to(dtype)  # computed in float64 so that large positions keep their digits
+    return table.to(dtype)  # float64 above: large positions keep their digits
+
+
+def _check_table(context_length, d_model, c, dtype) -> None:
+    check_int("context_length", context_length, minimum=1)
+    _even_width(d_model, "the sinusoidal encoding")
+    check_float("c", c, low=1.0, low_open=True)
+    check_float_dtype("dtype", dtype)
 
 
 def shift_matrix(k: int, d_model: int, *, c: float = 10000.0, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -78,8 +82,9 @@ def shift_matrix(k: int, d_model: int, *, c: float = 10000.0, dtype: torch.dtype
         returns ``(d_model, d_model)``.
     """
     _even_width(d_model, "the shift matrix")
-    if not isinstance(k, int) or isinstance(k, bool):
-        raise TypeError(f"`k` must be an integer shift (got {type(k).__name__})")
+    k = check_int("k", k, hint="`k` is the number of positions to shift by")
+    check_float("c", c, low=1.0, low_open=True)
+    check_float_dtype("dtype", dtype)
     theta = k * _frequencies(d_model, c, torch.float64)  # (D/2,)
     m = torch.zeros(d_model, d_model, dtype=torch.float64)
     even = torch.arange(0, d_model, 2)
@@ -90,12 +95,14 @@ def shift_matrix(k: int, d_model: int, *, c: float = 10000.0, dtype: torch.dtype
     return m.to(dtype)
 
 
-def _check_sequence(x: Tensor, d_model: int, name: str) -> tuple[int, int, int]:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} expects a torch.Tensor (got {type(x).__name__})")
-    if x.dim() != 3 or x.shape[-1] != d_model:
-        raise ValueError(f"{name} expects x of shape (B, T, d_model={d_model}) (got {tuple(x.shape)})")
-    B, T, C = x.shape
+def _check_input(x: Tensor, offset: int, module: nn.Module, fix: str) -> tuple[int, int, int]:
+    B, T, C = check_vectors("x", x, module.d_model)
+    check_int("offset", offset, minimum=0, hint="`offset` is the position of x's first token")
+    if offset + T > module.context_length:
+        raise ValueError(
+            f"`x` holds positions {offset}..{offset + T - 1}, which do not fit the table of "
+            f"context_length={module.context_length}; {fix}"
+        )
     return B, T, C
 
 
@@ -117,14 +124,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("table", sinusoidal_encoding(context_length, d_model, c=c), persistent=False)
 
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
-        B, T, C = _check_sequence(x, self.d_model, "SinusoidalPositionalEncoding")
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise ValueError(f"`offset` must be a non-negative integer, the position of x's first token (got offset={offset!r})")
-        if offset + T > self.context_length:
-            raise ValueError(
-                f"positions {offset}..{offset + T - 1} do not fit the table of context_length={self.context_length}; "
-                "build the encoding with a larger context_length"
-            )
+        B, T, C = _check_input(x, offset, self, "build the encoding with a larger context_length")
         return x + self.table[offset : offset + T].to(x.dtype)  # (B, T, C) + (T, C) broadcasts over the batch
 
 
@@ -144,20 +144,14 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def __init__(self, context_length: int, d_model: int):
         super().__init__()
-        _positive_int(context_length, "context_length")
-        _positive_int(d_model, "d_model")
+        check_int("context_length", context_length, minimum=1)
+        check_int("d_model", d_model, minimum=1)
         self.context_length, self.d_model = context_length, d_model
         self.weight = nn.Parameter(torch.randn(context_length, d_model) * 0.02)  # GPT-2's init scale
 
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
-        B, T, C = _check_sequence(x, self.d_model, "LearnedPositionalEmbedding")
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise ValueError(f"`offset` must be a non-negative integer, the position of x's first token (got offset={offset!r})")
-        if offset + T > self.context_length:
-            raise ValueError(
-                f"a sequence at positions {offset}..{offset + T - 1} is longer than the learned table "
-                f"(context_length={self.context_length}); crop the input to the last {self.context_length} tokens"
-            )
+        B, T, C = _check_input(x, offset, self, "a learned table has no row for a later position: crop the "
+                               f"input to its last {self.context_length} tokens")
         return x + self.weight[offset : offset + T]  # (B, T, C) + (T, C)
 
 
@@ -171,12 +165,11 @@ def apply_rotary(x: Tensor, *, offset: int = 0, base: float = 10000.0) -> Tensor
     Shapes:
         x: ``(..., T, d)`` with ``d`` even (for example ``(B, h, T, d_head)``) -> same shape.
     """
-    if not isinstance(x, Tensor):
-        raise TypeError(f"apply_rotary expects a torch.Tensor (got {type(x).__name__})")
-    if x.dim() < 2:
-        raise ValueError(f"apply_rotary expects x of shape (..., T, d) (got {tuple(x.shape)})")
+    check_tensor("x", x, shape=("...", "T", "d"), dtype="float")
     *_, T, d = x.shape
-    _even_width(d, "rotary embedding")
+    _even_width(d, "the rotary embedding")
+    offset = check_int("offset", offset, minimum=0, hint="`offset` is the position of x's first token")
+    check_float("base", base, low=1.0, low_open=True)
     pos = torch.arange(offset, offset + T, dtype=torch.float64, device=x.device)[:, None]  # (T, 1)
     angles = (pos * _frequencies(d, base, torch.float64, x.device)[None, :]).to(x.dtype)  # (T, d/2)
     cos, sin = torch.cos(angles), torch.sin(angles)  # (T, d/2) each

@@ -12,6 +12,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from companion.validation import check_bool, check_generator, check_int, check_tensor
+
 ArrayLike = Tensor | Sequence[float]
 
 
@@ -19,15 +21,22 @@ def _as_vector(x: ArrayLike, name: str) -> Tensor:
     if isinstance(x, Tensor):
         t = x
     else:
+        if isinstance(x, (str, bytes)):
+            raise TypeError(f"`{name}` must be a vector of numbers (a list or a tensor), got {x!r}")
         try:
             t = torch.as_tensor(x, dtype=torch.float64)
-        except (TypeError, ValueError):
-            raise TypeError(f"`{name}` must be a vector of numbers (a list or a tensor), got {x!r}") from None
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"`{name}` must be a vector of numbers (a list or a tensor), got {x!r:.60}") from None
     if t.dim() != 1:
         raise ValueError(f"`{name}` must be a vector (1 dimension), got shape {tuple(t.shape)}")
-    if not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):
+    if t.shape[0] == 0:
+        raise ValueError(f"`{name}` must hold at least one number, got an empty vector")
+    if not (t.is_floating_point() or t.dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)):
         raise TypeError(f"`{name}` must hold real numbers, got dtype {t.dtype}")
-    return t if t.is_floating_point() else t.to(torch.float64)
+    t = t if t.is_floating_point() else t.to(torch.float64)
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"`{name}` must hold finite numbers, got {t.tolist()!r:.60}")
+    return t
 
 
 def _pair(a: ArrayLike, b: ArrayLike) -> tuple[Tensor, Tensor]:
@@ -93,16 +102,15 @@ def all_scores(queries: Tensor, keys: Tensor, *, scale: bool = False) -> Tensor:
 
     Shapes: ``queries``: (n, d), ``keys``: (m, d) -> (n, m).
     """
-    for name, t in (("queries", queries), ("keys", keys)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"`{name}` must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 2:
-            raise ValueError(f"`{name}` must have shape (n, d), got shape {tuple(t.shape)}")
+    check_tensor("queries", queries, shape=("n", "d"), dtype="real")
+    check_tensor("keys", keys, shape=("m", "d"), dtype="real")
     if queries.shape[1] != keys.shape[1]:
         raise ValueError(
-            f"queries and keys must have the same width d, got {queries.shape[1]} and {keys.shape[1]}"
+            f"`queries` and `keys` must have the same width d, got {queries.shape[1]} and {keys.shape[1]}"
         )
-    scores = queries @ keys.T  # (n, d) @ (d, m) -> (n, m)
+    check_bool("scale", scale)
+    dtype = torch.promote_types(queries.dtype, keys.dtype)
+    scores = queries.to(dtype) @ keys.to(dtype).T  # (n, d) @ (d, m) -> (n, m)
     return scores / math.sqrt(queries.shape[1]) if scale else scores
 
 
@@ -114,10 +122,9 @@ def random_dot_products(d: int, n_samples: int, *, generator: torch.Generator | 
 
     Shapes: -> (n_samples,), float64.
     """
-    if not isinstance(d, int) or d < 1:
-        raise ValueError(f"`d` must be a positive integer, got {d!r}")
-    if not isinstance(n_samples, int) or n_samples < 2:
-        raise ValueError(f"`n_samples` must be an integer of at least 2, got {n_samples!r}")
+    d = check_int("d", d, minimum=1)
+    n_samples = check_int("n_samples", n_samples, minimum=2, hint="a variance needs at least two samples")
+    check_generator("generator", generator)
     q = torch.randn(n_samples, d, generator=generator, dtype=torch.float64)
     k = torch.randn(n_samples, d, generator=generator, dtype=torch.float64)
     return (q * k).sum(dim=1)  # (n_samples, d) -> (n_samples,)

@@ -10,11 +10,18 @@ The errors a chapter raises on purpose are stored as one line, ``ValueError: <me
 kernel's full traceback runs through the companion's files and this machine's paths, which a reader
 does not need (nbval compares the exception's type and message, never the traceback). Only the
 stored copy is trimmed; whoever runs the notebook sees Python's ordinary traceback.
+
+Streams are stored as a terminal would show them: a cell's stdout pieces become one output, its
+stderr pieces another, and a line redrawn with carriage returns (a progress bar: one piece per
+refresh) keeps only its last frame. Whoever runs the notebook still sees the live bar; the stored
+notebook and the book show one box with the finished bar instead of dozens. This is exactly what
+nbval does to both sides before comparing (its ``coalesce_streams``), so the verdicts do not change.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -40,12 +47,47 @@ def trim_expected_errors(nb) -> int:
     return trimmed
 
 
+_CARRIAGE_RETURN = re.compile(r"^.*\r(?=[^\n])", re.MULTILINE)  # a line up to its last redraw
+
+
+def collapse_streams(outputs: list) -> list:
+    """One stream output per name (stdout, stderr) at the place of its first piece, with each
+    carriage-return-redrawn line reduced to its final frame: the same result as nbval's
+    ``coalesce_streams`` (tested equal), so that stored and re-run outputs still match. (nbval 0.11
+    means to apply backspaces too, but its loop never runs; neither do we, to stay equal.)"""
+    merged, first = [], {}
+    for out in outputs:
+        if out.get("output_type") != "stream":
+            merged.append(out)
+        elif out["name"] in first:
+            first[out["name"]]["text"] += out["text"]
+        else:
+            out = nbformat.from_dict({**out, "text": out["text"]})
+            first[out["name"]] = out
+            merged.append(out)
+    for out in first.values():
+        out["text"] = _CARRIAGE_RETURN.sub("", out["text"])
+    return merged
+
+
+def collapse_all_streams(nb) -> int:
+    """Apply :func:`collapse_streams` to every code cell; returns the number of outputs removed."""
+    removed = 0
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.get("outputs"):
+            before = len(cell.outputs)
+            cell.outputs = collapse_streams(cell.outputs)
+            removed += before - len(cell.outputs)
+    return removed
+
+
 def execute(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     start = time.perf_counter()
     NotebookClient(nb, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     trim_expected_errors(nb)
+    collapse_all_streams(nb)
     nbformat.write(nb, path)
     return time.perf_counter() - start
 

@@ -98,9 +98,9 @@ def test_causal_mask_offset_when_more_keys_than_queries():
 def test_causal_mask_rejects_bad_sizes():
     with pytest.raises(ValueError, match=r"`S` must be at least `T`.*T=3, S=2"):
         causal_mask(3, 2)
-    with pytest.raises(ValueError, match=r"`T` must be at least 1 \(got T=0\)"):
+    with pytest.raises(ValueError, match=r"`T` must be a positive integer \(got T=0\)"):
         causal_mask(0)
-    with pytest.raises(TypeError, match=r"`T` must be an int \(got float\)"):
+    with pytest.raises(TypeError, match=r"`T` must be a positive integer \(got T=2.0, a float\)"):
         causal_mask(2.0)
 
 
@@ -114,9 +114,9 @@ def test_padding_mask():
 def test_padding_mask_rejects_bad_input():
     with pytest.raises(ValueError, match=r"`lengths` must lie in \[0, S=3\] \(got \[4\]\)"):
         padding_mask([4], 3)
-    with pytest.raises(TypeError, match=r"`lengths` must be a 1-D tensor of integers"):
+    with pytest.raises(TypeError, match=r"`lengths` must be an integer tensor \(got dtype=torch.float32\)"):
         padding_mask(torch.tensor([1.5]), 3)
-    with pytest.raises(ValueError, match=r"`S` must be a positive int"):
+    with pytest.raises(ValueError, match=r"`S` must be a positive integer \(got S=0\)"):
         padding_mask([1], 0)
 
 
@@ -265,11 +265,11 @@ def test_sdpa_dropout_only_in_training():
 
 def test_sdpa_bad_input_messages():
     q, k, v = rand(2, 3, 4), rand(2, 5, 4), rand(2, 5, 6)
-    with pytest.raises(TypeError, match=r"`q` must be a torch.Tensor \(got list\)"):
+    with pytest.raises(TypeError, match=r"`q` must be a torch.Tensor of shape \(\.\.\., T, d_k\) \(got list\)"):
         scaled_dot_product_attention([1.0], k, v)
     with pytest.raises(TypeError, match=r"`k` must be a floating-point tensor \(got dtype=torch.int64\)"):
         scaled_dot_product_attention(q, torch.ones(2, 5, 4, dtype=torch.long), v)
-    with pytest.raises(ValueError, match=r"`q` must have at least 2 dimensions"):
+    with pytest.raises(ValueError, match=r"`q` must have shape \(\.\.\., T, d_k\) \(got shape=\(4,\)\)"):
         scaled_dot_product_attention(rand(4), k, v)
     with pytest.raises(ValueError, match=r"same number of dimensions \(got 3, 2, 3\)"):
         scaled_dot_product_attention(q, k[0], v)
@@ -285,7 +285,7 @@ def test_sdpa_bad_input_messages():
         scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(3, 5, dtype=torch.long))
     with pytest.raises(TypeError, match=r"`attn_mask` must be a torch.Tensor \(got list\)"):
         scaled_dot_product_attention(q, k, v, attn_mask=[[True]])
-    with pytest.raises(ValueError, match=r"`dropout_p` must be in \[0, 1\) \(got dropout_p=1.5\)"):
+    with pytest.raises(ValueError, match=r"`dropout_p` must be a number in \[0, 1\) \(got dropout_p=1.5\)"):
         scaled_dot_product_attention(q, k, v, dropout_p=1.5)
     with pytest.raises(ValueError, match=r"`is_causal` needs at least as many keys as queries \(got T=3, S=2\)"):
         scaled_dot_product_attention(q, rand(2, 2, 4), rand(2, 2, 6), is_causal=True)
@@ -306,7 +306,7 @@ def test_self_attention_equals_projections_then_torch_sdpa():
 
 
 def test_self_attention_bad_input():
-    with pytest.raises(ValueError, match=r"`d_model` must be a positive int \(got d_model=0\)"):
+    with pytest.raises(ValueError, match=r"`d_model` must be a positive integer \(got d_model=0\)"):
         SelfAttention(0)
     sa = SelfAttention(8)
     with pytest.raises(ValueError, match=r"`x` must have shape \(B, T, d_model=8\) \(got shape=\(5, 8\)\)"):
@@ -344,5 +344,5 @@ def test_kv_cache_bad_input():
     cache.append(rand(1, 2, 3, 4), rand(1, 2, 3, 4))
     with pytest.raises(ValueError, match=r"must match the cache's \(B, h, d_head\) = \(1, 2, 4\)"):
         cache.append(rand(1, 3, 1, 4), rand(1, 3, 1, 4))
-    with pytest.raises(TypeError, match=r"`index` must be a 1-D integer tensor"):
+    with pytest.raises(TypeError, match=r"`index` must be an integer tensor \(got dtype=torch.float32\)"):
         cache.reorder(torch.tensor([0.0]))

@@ -268,17 +268,17 @@ def test_published_sizes():
 
 
 def test_bad_input_raises():
-    with pytest.raises(ValueError, match=r"`memory` \(the encoder's output\) must have shape \(B, S, d_model=8\) \(got \(1, 4, 6\)\)"):
+    with pytest.raises(ValueError, match=r"`memory` must have shape \(B, S, d_model=8\) \(got shape=\(1, 4, 6\)\); `memory` is the encoder's output"):
         DecoderBlock(8, 2)(torch.randn(1, 3, 8), torch.randn(1, 4, 6))
     with pytest.raises(ValueError, match=r"decoder's batch size B=2 \(got 1\)"):
         DecoderBlock(8, 2)(torch.randn(2, 3, 8), torch.randn(1, 4, 8))
-    with pytest.raises(ValueError, match=r"`x` must have shape \(B, T, d_model=8\) \(got \(2, 3, 6\)\)"):
+    with pytest.raises(ValueError, match=r"`x` must have shape \(B, T, d_model=8\) \(got shape=\(2, 3, 6\)\)"):
         TransformerBlock(8, 2)(torch.randn(2, 3, 6))
-    with pytest.raises(TypeError, match=r"`x` must be a torch.Tensor \(got list\)"):
+    with pytest.raises(TypeError, match=r"`x` must be a torch.Tensor of shape \(B, T, d_model=2\) \(got list\)"):
         FeedForward(2, 4)([[1.0, 2.0]])
     with pytest.raises(ValueError, match=r"`activation` must be one of .* \(got activation='tanh'\)"):
         FeedForward(8, 32, activation="tanh")
-    with pytest.raises(ValueError, match=r"`d_ff` must be a positive integer or None for 4 \* d_model \(got d_ff=0\)"):
+    with pytest.raises(ValueError, match=r"`d_ff` must be a positive integer \(got d_ff=0\); use d_ff=None for 4 \* d_model"):
         TransformerBlock(8, 2, 0)
     with pytest.raises(ValueError, match=r"`d_model` must be divisible by `n_heads` \(got d_model=10, n_heads=3\)"):
         count_parameters(d_model=10, n_layers=2, n_heads=3)

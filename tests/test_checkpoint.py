@@ -200,3 +200,38 @@ def test_the_shipped_model_loads_verified():
     assert split(shipped_model_path().read_bytes())[1]["__metadata__"]["format"] == FORMAT
     assert tok.vocab_size == model.config.vocab_size == 69
     assert extra["info"]["val_nats_per_char"] == pytest.approx(1.4421)
+
+
+def test_digests_of_another_kind_and_unknown_fields_are_refused(saved, tmp_path):
+    """Two holes: a digest list that is valid JSON but not an object crashed with AttributeError,
+    and a metadata field added by hand was covered by no digest and went unnoticed."""
+    _, path = saved
+    for changes, part in [({"digests": "[]"}, "list of digests"), ({"digests": "3"}, "list of digests"),
+                          ({"note": "added by hand"}, "metadata holds fields no companion writes")]:
+        bad = rewrite_meta(path, tmp_path / "edited.safetensors", **changes)
+        with pytest.raises(ValueError, match=f"is damaged: its {part}"):
+            load_checkpoint(bad)
+
+
+def test_control_characters_in_the_tokenizer_round_trip(tmp_path):
+    tok = CharTokenizer("\x00\x1b\t\n\u2028é ab")
+    model = small_model(vocab_size=tok.vocab_size)
+    loaded, tok2, _ = load_checkpoint(save_checkpoint(tmp_path / "ctl.safetensors", model, tok))
+    assert tok2.chars == tok.chars
+
+
+def test_more_wrong_arguments(tmp_path, saved):
+    with pytest.raises(ValueError, match=r"`path` must name a file, but .* is a folder"):
+        save_checkpoint(tmp_path, small_model(), TOK)
+    for arg in ("info", "train_state", "optimizer_tensors"):
+        with pytest.raises(TypeError, match=rf"`{arg}` must be a dict or None \(got list\)"):
+            save_checkpoint(tmp_path / "x.safetensors", small_model(), TOK, **{arg: [1]})
+    with pytest.raises(TypeError, match=r"`path` must be a str or pathlib.Path \(got bytes\)"):
+        read_checkpoint(b"model.safetensors")
+    with pytest.raises(ValueError, match=r"`path` must name a file \(got path=''\)"):
+        load_checkpoint("")
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        upgrade_checkpoint(tmp_path / "missing.safetensors", tmp_path / "new.safetensors")
+    _, path = saved
+    with pytest.raises(TypeError, match=r"`new_path` must be a str or pathlib.Path \(got int\)"):
+        upgrade_checkpoint(path, 3)

@@ -87,11 +87,11 @@ def test_tokenizer_errors():
     tok = CharTokenizer.from_text("abc ")
     with pytest.raises(ValueError, match=r"character 'é' \(U\+00E9\) at position 2"):
         tok.encode("abé")
-    with pytest.raises(ValueError, match=r"`ids` must lie in \[0, 4\) \(got 7\)"):
+    with pytest.raises(ValueError, match=r"`ids` must hold token ids in \[0, 4\) \(got 7 at position 1\)"):
         tok.decode([0, 7])
     with pytest.raises(ValueError, match=r"one sequence of shape \(T,\) \(got shape \(1, 2\)\)"):
         tok.decode(torch.tensor([[1, 2]]))
-    with pytest.raises(TypeError, match="`ids` must be integers"):
+    with pytest.raises(TypeError, match=r"`ids` must hold integer token ids \(got dtype=torch.float32\)"):
         tok.decode([0.5])
     with pytest.raises(TypeError, match="`text` must be a str"):
         tok.encode(["a", "b"])
@@ -111,3 +111,27 @@ def test_get_batch_shifts_by_one():
     torch.testing.assert_close(y, x + 1)  # on arange, the next token is the id plus one
     with pytest.raises(ValueError, match="longer than context_length=100"):
         get_batch(ids, 2, 100)
+
+
+def test_get_batch_and_tokenizer_refuse_careless_arguments():
+    ids = torch.arange(50) % 7
+    with pytest.raises(TypeError, match=r"`ids` must be an integer tensor \(got dtype=torch.float32\)"):
+        get_batch(ids.float(), 2, 8)
+    with pytest.raises(ValueError, match=r"`ids` must have shape \(N,\) \(got shape=\(1, 50\)\)"):
+        get_batch(ids[None], 2, 8)
+    with pytest.raises(ValueError, match=r"`batch_size` must be a positive integer \(got batch_size=0\)"):
+        get_batch(ids, 0, 8)
+    with pytest.raises(TypeError, match=r"`context_length` must be a positive integer \(got context_length=8.5, a float\)"):
+        get_batch(ids, 2, 8.5)
+    with pytest.raises(TypeError, match=r"`generator` must be None or a torch.Generator \(got generator=0, an int\)"):
+        get_batch(ids, 2, 8, generator=0)
+    tok = CharTokenizer("abcd")
+    with pytest.raises(TypeError, match=r"`ids` must hold integer token ids \(got dtype=torch.bool\)"):
+        tok.decode([True, False])
+    with pytest.raises(TypeError, match=r"`ids` must be token ids, not text"):
+        tok.decode("ab")
+    assert tok.decode(2) == "c" and tok.decode([]) == ""
+    with pytest.raises(TypeError, match=r"`chars` must be a str"):
+        CharTokenizer(["a", "b"])
+    with pytest.raises(ValueError, match=r"`chars` must hold at least one character"):
+        CharTokenizer("")

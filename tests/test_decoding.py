@@ -337,27 +337,27 @@ def test_prompt_longer_than_the_context_is_cropped():
 
 # ---------------------------------------------------------------- errors
 @pytest.mark.parametrize("call, kind, match", [
-    (lambda m: beam_search(m, [S], 3, k=0), ValueError, r"`k` must be an integer >= 1 \(got k=0\)"),
+    (lambda m: beam_search(m, [S], 3, k=0), ValueError, r"`k` must be a positive integer \(got k=0\)"),
     (lambda m: beam_search(m, [S], 3, k=2, n_best=3), ValueError, r"`n_best` must be at most the beam width"),
     (lambda m: sample(m, [S], 3, temperature=0), ValueError, r"`temperature` must be a finite number > 0 \(got temperature=0\)"),
     (lambda m: sample(m, [S], 3, temperature=-1.0), ValueError, r"`temperature` must be"),
     (lambda m: sample(m, [S], 3, top_p=0.0), ValueError, r"`top_p` must be a number in \(0, 1\] \(got top_p=0.0\)"),
     (lambda m: sample(m, [S], 3, top_p=1.5), ValueError, r"`top_p` must be a number in \(0, 1\]"),
-    (lambda m: sample(m, [S], 3, top_k=0), ValueError, r"`top_k` must be an integer >= 1 \(got top_k=0\)"),
+    (lambda m: sample(m, [S], 3, top_k=0), ValueError, r"`top_k` must be a positive integer \(got top_k=0\)"),
     (lambda m: greedy(m, [], 3), ValueError, r"`prompt` must hold at least one token"),
     (lambda m: beam_search(m, torch.zeros(1, 0, dtype=torch.long), 3, k=2), ValueError, r"`prompt` must hold at least one token"),
-    (lambda m: greedy(m, [S], 3, eos_id=7), ValueError, r"`eos_id` must be a token id in \[0, vocab_size\) \(got eos_id=7, vocab_size=4\)"),
-    (lambda m: beam_search(m, [S], 3, k=2, eos_id=-1), ValueError, r"`eos_id` must be a token id"),
-    (lambda m: greedy(m, [S], 3, eos_id="</s>"), TypeError, r"`eos_id` must be an int token id"),
+    (lambda m: greedy(m, [S], 3, eos_id=7), ValueError, r"`eos_id` must be an integer in \[0, 3\] \(got eos_id=7\); .*vocab_size=4"),
+    (lambda m: beam_search(m, [S], 3, k=2, eos_id=-1), ValueError, r"`eos_id` must be a non-negative integer \(got eos_id=-1\)"),
+    (lambda m: greedy(m, [S], 3, eos_id="</s>"), TypeError, r"`eos_id` must be a non-negative integer \(got eos_id='</s>', a str\)"),
     (lambda m: greedy(m, [0.5], 3), TypeError, r"`prompt` must hold integer token ids"),
-    (lambda m: greedy(m, [S], -1), ValueError, r"`max_new_tokens` must be an integer >= 0"),
+    (lambda m: greedy(m, [S], -1), ValueError, r"`max_new_tokens` must be a non-negative integer \(got max_new_tokens=-1\)"),
     (lambda m: greedy(m, [S], 3, use_cache=True), ValueError, r"`use_cache=True` needs a model with a `new_cache\(\)`"),
     (lambda m: beam_search(m, [[S], [S]], 3, k=2), ValueError, r"`prompt` must be one sequence of shape \(T,\) for beam search"),
-    (lambda m: greedy(m, [9], 3), ValueError, r"`prompt` ids must lie in \[0, vocab_size\)"),
+    (lambda m: greedy(m, [9], 3), ValueError, r"`prompt` must hold token ids in \[0, 4\) \(got 9 at position \(0, 0\)\)"),
     (lambda m: greedy(m, [S], 3, refill_to=2), ValueError, r"`refill_to` needs a context length"),
-    (lambda m: greedy(m, [S], 3, context_length=4, refill_to=5), ValueError, r"`refill_to` must be an integer in \[1, context_length\] \(got refill_to=5, context_length=4\)"),
-    (lambda m: greedy(m, [S], 3, context_length=0), ValueError, r"`context_length` must be an integer >= 1"),
-    (lambda m: greedy(lambda ids: ids.float(), [S], 3), TypeError, r"`model` must map ids \(B, T\) to logits \(B, T, V\)"),
+    (lambda m: greedy(m, [S], 3, context_length=4, refill_to=5), ValueError, r"`refill_to` must be an integer in \[1, 4\] \(got refill_to=5\); at most context_length=4"),
+    (lambda m: greedy(m, [S], 3, context_length=0), ValueError, r"`context_length` must be a positive integer \(got context_length=0\)"),
+    (lambda m: greedy(lambda ids: ids.float(), [S], 3), TypeError, r"`model` must map ids \(B, T\) to floating-point logits \(B, T, V\)"),
 ])
 def test_bad_input_raises_a_clear_error(call, kind, match):
     with pytest.raises(kind, match=match):
@@ -387,5 +387,178 @@ def test_plot_beam_tree_draws_every_kept_node():
     res = beam_search(m, [S], 5, k=2, eos_id=END, return_trace=True)
     ax = decoding.plot_beam_tree(res.trace, lambda t: m.itos[t], best=res.best.generated, show_pruned=3)
     labels = [t.get_text() for t in ax.texts]
-    assert "ok  -0.92" in labels and "</s>  -1.38" in labels
+    pairs = list(zip(labels, labels[1:]))  # each node: its token, then its score
+    assert ("ok", "-0.92") in pairs and ("</s>", "-1.38") in pairs
+    token = next(t for t in ax.texts if t.get_text() == "ok")
+    assert token.get_bbox_patch() is not None  # boxed, so that "," and "." are visible too
     plt.close("all")
+
+
+# ---------------------------------------------------------------- repetition controls (issue 15, chapter 8)
+# References written from Hugging Face's documented semantics, one token and one n-gram at a time:
+# repetition_penalty (RepetitionPenaltyLogitsProcessor): every token in the sequence, prompt included,
+# once: score * p if score < 0 else score / p. no_repeat_ngram_size (NoRepeatNGramLogitsProcessor):
+# the tokens that complete an n-gram already in the sequence get -inf.
+def reference_penalty(seqs: torch.Tensor, scores: torch.Tensor, penalty: float) -> torch.Tensor:
+    out = scores.clone()
+    for b, row in enumerate(seqs.tolist()):
+        for token in set(row):
+            s = scores[b, token].item()
+            out[b, token] = s * penalty if s < 0 else s / penalty
+    return out
+
+
+def reference_no_repeat(seqs: torch.Tensor, scores: torch.Tensor, n: int) -> torch.Tensor:
+    out = scores.clone()
+    if n == 0:  # Hugging Face adds no processor for no_repeat_ngram_size=0
+        return out
+    for b, row in enumerate(seqs.tolist()):
+        L = len(row)
+        if L + 1 < n:
+            continue
+        following: dict[tuple[int, ...], list[int]] = {}
+        for i in range(L - n + 1):
+            following.setdefault(tuple(row[i:i + n - 1]), []).append(row[i + n - 1])
+        for token in following.get(tuple(row[L + 1 - n:]), []):
+            out[b, token] = float("-inf")
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_repetition_controls_match_the_reference(seed):
+    g = torch.Generator().manual_seed(seed)
+    V, B = 6, 3
+    for L in (1, 2, 3, 5, 12):
+        seqs = torch.randint(V, (B, L), generator=g)
+        scores = torch.randn(B, V, generator=g, dtype=torch.float64) * 3
+        scores[0, 0] = float("-inf")
+        for penalty in (0.5, 1.0, 1.3, 2.0):
+            torch.testing.assert_close(decoding.penalize_repetitions(scores, seqs, penalty),
+                                       reference_penalty(seqs, scores, penalty), rtol=0, atol=0)
+        for n in (1, 2, 3, 4):
+            assert torch.equal(decoding.ban_repeated_ngrams(scores, seqs, n), reference_no_repeat(seqs, scores, n))
+
+
+def has_repeated_ngram(tokens: list[int], n: int) -> bool:
+    grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+def reference_greedy(model, prompt: list[int], steps: int, penalty: float, n: int) -> list[int]:
+    seq = list(prompt)
+    for _ in range(steps):
+        ids = torch.tensor([seq])
+        logits = model(ids)[0][:, -1].double() if isinstance(model, torch.nn.Module) else model(ids)[:, -1].double()
+        logits = reference_no_repeat(ids, reference_penalty(ids, logits, penalty), n)
+        seq.append(int(logits.argmax(-1)))
+    return seq
+
+
+@pytest.mark.parametrize("penalty, n", [(1.0, 0), (1.5, 0), (1.0, 2), (1.3, 3), (0.7, 0)])
+def test_greedy_with_repetition_controls_matches_a_step_by_step_reference(penalty, n):
+    from companion.model import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=5, context_length=40, d_model=16, n_layers=1, n_heads=2)).eval()
+    prompt = [0, 1, 2, 1]
+    expected = reference_greedy(model, prompt, 20, penalty, n)
+    for use_cache in (False, True):
+        got = greedy(model, prompt, 20, repetition_penalty=penalty, no_repeat_ngram_size=n, use_cache=use_cache)
+        assert got.tolist() == expected
+    if n:
+        assert not has_repeated_ngram(expected, n)
+    plain = greedy(model, prompt, 20).tolist()
+    if penalty == 1.0 and n == 0:
+        assert plain == expected
+    if n:
+        assert has_repeated_ngram(plain, n), "this model loops without the control"
+
+
+def test_sampling_applies_the_controls_before_the_temperature_and_filters():
+    m = RandomLM(vocab_size=6, seed=3)
+    prompt, steps = [0, 1, 2], 12
+    got = sample(m, prompt, steps, temperature=0.7, top_k=4, repetition_penalty=1.4, no_repeat_ngram_size=2,
+                 generator=torch.Generator().manual_seed(5))
+    g = torch.Generator().manual_seed(5)
+    seq = list(prompt)
+    for _ in range(steps):
+        ids = torch.tensor([seq])
+        logits = reference_no_repeat(ids, reference_penalty(ids, m(ids)[:, -1], 1.4), 2)
+        probs = next_token_probs(logits, temperature=0.7, top_k=4)
+        seq.append(int(torch.multinomial(probs.float(), 1, generator=g)))
+    assert got.tolist() == seq
+    assert not has_repeated_ngram(seq, 2)
+
+
+@pytest.mark.parametrize("penalty, n", [(1.0, 2), (1.5, 0), (1.2, 3)])
+def test_beam_search_scores_are_the_controlled_log_probabilities(penalty, n):
+    m = RandomLM(vocab_size=5, seed=1, sharpness=3.0)
+    prompt = [0, 1]
+    res = beam_search(m, prompt, 8, k=3, eos_id=4, repetition_penalty=penalty, no_repeat_ngram_size=n)
+    assert len(res.hypotheses) == 3
+    for h in res.hypotheses:
+        tokens = h.tokens.tolist()
+        if n:
+            assert not has_repeated_ngram(tokens, n)
+        # the score is the sum, along the path, of each step's controlled log-probability
+        total = 0.0
+        for t in range(len(prompt), len(tokens)):
+            ids = torch.tensor([tokens[:t]])
+            logp = m(ids)[:, -1].double().log_softmax(-1)
+            logp = reference_no_repeat(ids, reference_penalty(ids, logp, penalty), n)
+            total += logp[0, tokens[t]].item()
+        assert h.score == pytest.approx(total, abs=1e-9)
+    same = beam_search(m, prompt, 8, k=3, eos_id=4, repetition_penalty=1.0, no_repeat_ngram_size=0)
+    default = beam_search(m, prompt, 8, k=3, eos_id=4)
+    assert [h.tokens.tolist() for h in same.hypotheses] == [h.tokens.tolist() for h in default.hypotheses]
+
+
+def test_a_beam_whose_every_extension_is_banned_ends_unfinished():
+    m = yes_ok_model()
+    res = beam_search(m, [S], 6, k=2, no_repeat_ngram_size=1)  # no eos: every token may be used once
+    assert res.hypotheses and all(not h.finished for h in res.hypotheses)
+    for h in res.hypotheses:
+        assert len(set(h.tokens.tolist())) == len(h.tokens), "no token twice"
+    with pytest.raises(ValueError, match=r"`no_repeat_ngram_size`=1 leaves sequence 0 no token at step 3"):
+        greedy(m, [S], 6, no_repeat_ngram_size=1)
+
+
+# ---------------------------------------------------------------- issue 14: bad model output, bad ids
+def nan_model(ids: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(*ids.shape, 4)
+    out[..., 2] = float("nan")
+    return out
+
+
+@pytest.mark.parametrize("call", [
+    lambda: greedy(nan_model, [0], 3),
+    lambda: beam_search(nan_model, [0], 3, k=2),
+    lambda: sample(nan_model, [0], 3, generator=torch.Generator().manual_seed(0)),
+    lambda: sequence_log_prob(nan_model, [0], [1, 2]),
+])
+def test_nan_logits_from_the_model_are_refused(call):
+    with pytest.raises(ValueError, match=r"the logits returned by `model`.* must not hold NaN"):
+        call()
+
+
+def test_sequence_log_prob_never_rounds_or_flattens_a_continuation():
+    m = yes_ok_model()
+    with pytest.raises(TypeError, match=r"`continuation` must hold integer token ids \(got dtype=torch.float32\)"):
+        sequence_log_prob(m, [S], [1.7, 2.2])
+    with pytest.raises(ValueError, match=r"`continuation` must have shape \(T,\) \(got shape=\(1, 2\)\)"):
+        sequence_log_prob(m, [S], [[1, 2]])
+    with pytest.raises(ValueError, match=r"`continuation` must hold token ids in \[0, 4\) \(got 4 at position 1\)"):
+        sequence_log_prob(m, [S], [1, 4])
+    # a plain function does not say its vocabulary: the last id (never fed to it) is still checked
+    with pytest.raises(ValueError, match=r"`continuation` must hold token ids in \[0, 4\) \(got 9 at position 1\)"):
+        sequence_log_prob(lambda ids: m(ids), [S], [1, 9])
+
+
+def test_beam_search_result_points_to_best_tokens():
+    res = beam_search(yes_ok_model(), [S], 3, k=2, eos_id=END)
+    for name in ("tokens", "score", "generated"):
+        with pytest.raises(AttributeError, match=rf"a BeamSearchResult has no `{name}`.*result\.best\.{name}"):
+            getattr(res, name)
+    with pytest.raises(AttributeError, match="has no attribute 'nonsense'"):
+        res.nonsense
+    assert res.best.tokens.tolist() == [S, OK, OK, END]

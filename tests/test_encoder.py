@@ -38,10 +38,10 @@ def test_no_final_norm_is_the_blocks_alone():
 
 
 def test_errors_name_the_argument():
-    with pytest.raises(ValueError, match="`n_layers` must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"`n_layers` must be a positive integer \(got n_layers=0\)"):
         Encoder(0, 8, 2)
     enc = Encoder(1, 8, 2)
-    with pytest.raises(ValueError, match=r"`x` must have shape \(B, T, d_model=8\)"):
+    with pytest.raises(ValueError, match=r"`x` must have shape \(B, S, d_model=8\)"):
         enc(torch.randn(2, 3, 6))
     with pytest.raises(TypeError, match="must be a torch.nn.TransformerEncoder"):
         enc.copy_from_torch(nn.Linear(2, 2))

@@ -17,7 +17,9 @@ def test_stable_softmax():
     assert check.stable_softmax(...).status == "not attempted"
     naive = lambda x: torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)
     assert "overflows" in check.stable_softmax(naive).message
-    assert "columns sum to 1" in check.stable_softmax(lambda x: torch.softmax(x, dim=0)).message
+    by_column = lambda x: torch.exp(x - x.amax(0, keepdim=True)) / torch.exp(x - x.amax(0, keepdim=True)).sum(0, keepdim=True)
+    assert "columns sum to 1" in check.stable_softmax(by_column).message
+    assert "calls torch.softmax" in check.stable_softmax(lambda x: torch.softmax(x, dim=-1)).message
     assert "did not normalize" in check.stable_softmax(lambda x: torch.exp(x - x.amax(-1, keepdim=True))).message
     whole = lambda x: torch.exp(x - x.max()) / torch.exp(x - x.max()).sum()
     assert "whole matrix" in check.stable_softmax(whole).message
@@ -71,3 +73,22 @@ def test_padding():
     assert "j < L" in check.padding(lambda l, S: torch.arange(S)[None, :] <= l[:, None]).message
     assert "(S, B)" in check.padding(lambda l, S: right(l, S).T).message
     assert "boolean" in check.padding(lambda l, S: right(l, S).float()).message
+
+
+def test_issue_10_cases():
+    # 2.2 crashed inside its own code on an unrecognized wrong answer of the right shape.
+    odd = check.attention(lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), -1) @ V + 0.1)
+    assert odd.status == "hint" and odd.kind == "generic" and "is " in odd.message
+    # 2.1 accepted torch.softmax, which the exercise forbids; every library softmax is noticed.
+    for library in (lambda x: torch.softmax(x, -1), lambda x: torch.nn.functional.softmax(x, -1),
+                    lambda x: x.softmax(-1), lambda x: torch.special.softmax(x, -1),
+                    lambda x: torch.log_softmax(x, -1).exp(), lambda x: torch.nn.Softmax(dim=-1)(x)):
+        fb = check.stable_softmax(library)
+        assert fb.status == "hint" and "write the softmax yourself" in fb.message, fb
+    assert torch.softmax(torch.zeros(2), 0).tolist() == [0.5, 0.5]  # the originals are back
+    assert "softmax" not in vars(torch.Tensor)
+
+
+def test_a_scale_written_as_a_number_fits_one_width_only():
+    fb = check.attention(lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(8), -1) @ V)
+    assert "not from the example's numbers" in fb.message

@@ -22,8 +22,8 @@ def ff_right(x, W1, b1, W2, b2):
         (lambda x, W1, b1, W2, b2: torch.relu(x @ W1) @ W2, "biases b1 and b2 are missing"),
         (lambda x, W1, b1, W2, b2: torch.relu(x @ W1) @ W2 + b2, "one of the two biases"),
         (lambda x, W1, b1, W2, b2: x + ff_right(x, W1, b1, W2, b2), "added by the block"),
-        (lambda x, W1, b1, W2, b2: torch.relu(x @ W1 + b1), "shape (5, 4)"),
-        (lambda x, W1, b1, W2, b2: torch.tanh(x @ W1 + b1) @ W2 + b2, "compute relu"),
+        (lambda x, W1, b1, W2, b2: torch.relu(x @ W1 + b1), "hidden layer"),
+        (lambda x, W1, b1, W2, b2: torch.tanh(x @ W1 + b1) @ W2 + b2, "not tanh"),
     ],
 )
 def test_feed_forward(wrong, expected):
@@ -50,7 +50,7 @@ def post_norm(x, attn, ff, norm1, norm2):
         (lambda x, a, f, n1, n2: (lambda h: h + f(n2(a(n1(x)))))(x + a(n1(x))), "residual connection is missing"),
         (lambda x, a, f, n1, n2: x + a(n1(x)) + f(n2(x)), "works on the output of the attention step"),
         (lambda x, a, f, n1, n2: (lambda hn: hn + f(n2(hn)))(n1(x) + a(n1(x))), "un-normalized input"),
-        (lambda x, a, f, n1, n2: pre_norm(x, a, f, n1, n1), "use norm2"),
+        (lambda x, a, f, n1, n2: pre_norm(x, a, f, n1, n1), "norm2 (its own scale"),
         (lambda x, a, f, n1, n2: x, "h = x + attn(norm1(x))"),
     ],
 )
@@ -91,3 +91,10 @@ def test_block_params(wrong, expected):
 def test_stub_not_attempted(fn):
     assert fn(stub).status == "not attempted"
     assert fn(...).status == "not attempted"
+
+
+def test_block_params_rejects_a_fractional_count():
+    right = lambda d, h, f: 4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d  # noqa: E731
+    assert check.block_params(lambda d, h, f: float(right(d, h, f))).passed  # a whole float is fine
+    fb = check.block_params(lambda d, h, f: right(d, h, f) + 0.7)  # int() would have truncated it to right
+    assert fb.status == "hint" and "not a whole number" in fb.message

@@ -132,3 +132,117 @@ def test_top_k_filter():
     for expected, fn in cases.items():
         fb = check.top_k_filter(fn)
         assert fb.status == "hint" and expected in fb.message, (expected, fb)
+
+
+# ------------------------------------------------------------------ issue 10 cases
+def test_greedy_step_rejects_samplers():
+    """A sampler passes only if it draws the argmax on 96 near-tied rows: probability < 1e-12."""
+    def sampler(temperature):
+        def step(model, ids):
+            probs = (model(ids)[:, -1] / temperature).softmax(-1)
+            return torch.cat([ids, torch.multinomial(probs, 1)], 1)
+        return step
+
+    for temperature in (1.0, 0.3, 0.01):
+        for _ in range(5):
+            fb = check.greedy_step(sampler(temperature))
+            assert fb.status == "hint" and ("samples" in fb.message or "second most probable" in fb.message), fb
+
+
+def test_length_ranking_names_gnmt_and_never_misattributes():
+    gnmt = lambda s, l, a: sorted(range(len(s)), key=lambda i: -s[i] / ((5 + l[i]) / 6) ** a)  # noqa: E731
+    fb = check.length_ranking(gnmt)
+    assert fb.status == "hint" and "GNMT" in fb.message and "raw sum" not in fb.message
+
+
+# ------------------------------------------------------------------ 8.5 KV cache by hand
+def cached_ok(q_new, k_new, v_new, cache):
+    cache["k"] = k_new if cache["k"] is None else torch.cat([cache["k"], k_new], 1)
+    cache["v"] = v_new if cache["v"] is None else torch.cat([cache["v"], v_new], 1)
+    w = torch.softmax(q_new @ cache["k"].transpose(-2, -1) / math.sqrt(q_new.shape[-1]), -1)  # (B, 1, t)
+    return w @ cache["v"]
+
+
+def test_cached_attention():
+    assert check.cached_attention(cached_ok).passed
+
+    def stub(q_new, k_new, v_new, cache):
+        raise NotImplementedError
+
+    assert check.cached_attention(stub).status == "not attempted"
+
+    def before(q_new, k_new, v_new, cache):  # attends to the old cache, then appends
+        keys = k_new if cache["k"] is None else cache["k"]
+        values = v_new if cache["v"] is None else cache["v"]
+        out = torch.softmax(q_new @ keys.transpose(-2, -1) / math.sqrt(q_new.shape[-1]), -1) @ values
+        cached_ok(q_new, k_new, v_new, cache)
+        return out
+
+    def unscaled(q_new, k_new, v_new, cache):
+        cached_ok(q_new, k_new, v_new, cache)
+        return torch.softmax(q_new @ cache["k"].transpose(-2, -1), -1) @ cache["v"]
+
+    def prepended(q_new, k_new, v_new, cache):
+        cache["k"] = k_new if cache["k"] is None else torch.cat([k_new, cache["k"]], 1)
+        cache["v"] = v_new if cache["v"] is None else torch.cat([v_new, cache["v"]], 1)
+        return torch.softmax(q_new @ cache["k"].transpose(-2, -1) / math.sqrt(q_new.shape[-1]), -1) @ cache["v"]
+
+    def forgets(q_new, k_new, v_new, cache):
+        return torch.softmax(q_new @ k_new.transpose(-2, -1), -1) @ v_new
+
+    def twice(q_new, k_new, v_new, cache):
+        cached_ok(q_new, k_new, v_new, cache)
+        k, v = torch.cat([cache["k"], k_new], 1), torch.cat([cache["v"], v_new], 1)
+        return torch.softmax(q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1]), -1) @ v
+
+    def weights(q_new, k_new, v_new, cache):
+        cached_ok(q_new, k_new, v_new, cache)
+        return torch.softmax(q_new @ cache["k"].transpose(-2, -1) / math.sqrt(q_new.shape[-1]), -1)
+
+    cases = {"does not see itself": before, "forgot the scale": unscaled, "wrong order": prepended,
+             "the cache must hold": forgets, "attended twice": twice, "attention weights": weights}
+    for expected, fn in cases.items():
+        fb = check.cached_attention(fn)
+        assert fb.status == "hint" and fb.kind == "specific" and expected in fb.message, (expected, fb)
+
+
+def test_cached_attention_accepts_other_right_answers():
+    """Right answers written differently from the book's all pass: PyTorch's fused attention, a
+    cache started from empty tensors, and keys and values appended in place with dict.update."""
+    import torch.nn.functional as F
+
+    def fused(q_new, k_new, v_new, cache):
+        cached_ok(q_new, k_new, v_new, cache)
+        return F.scaled_dot_product_attention(q_new, cache["k"], cache["v"])
+
+    def from_empty(q_new, k_new, v_new, cache):
+        B, _, d = k_new.shape
+        empty = k_new.new_zeros(B, 0, d)  # (B, 0, d): no token yet
+        keys = torch.cat([empty if cache["k"] is None else cache["k"], k_new], dim=1)
+        values = torch.cat([empty if cache["v"] is None else cache["v"], v_new], dim=1)
+        cache.update(k=keys, v=values)
+        weights = torch.softmax(q_new @ keys.transpose(1, 2) * d**-0.5, dim=-1)
+        return weights @ values
+
+    for right in (fused, from_empty):
+        fb = check.cached_attention(right)
+        assert fb.passed, (right.__name__, fb)
+
+
+def test_the_books_solutions_pass():
+    """The chapter's solution cells, run as they are, pass their checks (the same text as the
+    mutation registry's references, which tests/test_checker_mutations_ch08.py compares)."""
+    from pathlib import Path
+
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "book" / "08_beam_search.ipynb", as_version=4)
+    namespace = {"torch": torch, "math": math}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
+            exec(cell.source, namespace)
+    checks = {"my_greedy_step": check.greedy_step, "my_beam_step": check.beam_step,
+              "my_length_ranking": check.length_ranking, "my_top_k": check.top_k_filter,
+              "my_cached_attention": check.cached_attention}
+    for name, checker in checks.items():
+        assert checker(namespace[name]).passed, name

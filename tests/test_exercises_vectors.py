@@ -25,7 +25,7 @@ def test_dot_by_hand():
     assert "multiplied the sums" in check.dot_by_hand(lambda a, b: sum(a) * sum(b)).message
     assert "added all the numbers" in check.dot_by_hand(lambda a, b: sum(a) + sum(b)).message
     off_by_one = lambda a, b: sum(a[i] * b[i] for i in range(len(a) - 1))
-    assert "one position early" in check.dot_by_hand(off_by_one).message
+    assert "skips one position" in check.dot_by_hand(off_by_one).message
     crash = check.dot_by_hand(lambda a, b: a @ b)
     assert crash.status == "hint" and "TypeError" in crash.message
 

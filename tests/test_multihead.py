@@ -300,26 +300,26 @@ def test_kv_cache_untouched_when_a_call_fails():
 def test_constructor_errors():
     with pytest.raises(ValueError, match=r"`d_model` must be divisible by `n_heads` \(got d_model=10, n_heads=3\)"):
         MultiHeadAttention(10, 3)
-    with pytest.raises(TypeError, match=r"`n_heads` must be an int \(got float\)"):
+    with pytest.raises(TypeError, match=r"`n_heads` must be a positive integer \(got n_heads=2.0, a float\)"):
         MultiHeadAttention(8, 2.0)
-    with pytest.raises(ValueError, match=r"`d_model` must be positive \(got d_model=0\)"):
+    with pytest.raises(ValueError, match=r"`d_model` must be a positive integer \(got d_model=0\)"):
         MultiHeadAttention(0, 1)
-    with pytest.raises(ValueError, match=r"`dropout` must be in \[0, 1\) \(got dropout=1.0\)"):
+    with pytest.raises(ValueError, match=r"`dropout` must be a number in \[0, 1\) \(got dropout=1.0\)"):
         MultiHeadAttention(8, 2, dropout=1.0)
 
 
 def test_forward_errors():
     mha = MultiHeadAttention(16, 4)
     x = rand(2, 5, 16)
-    with pytest.raises(TypeError, match=r"`query` must be a torch.Tensor \(got list\)"):
+    with pytest.raises(TypeError, match=r"`query` must be a torch.Tensor of shape \(B, T, d_model=16\) \(got list\)"):
         mha([1.0])
     with pytest.raises(TypeError, match=r"`query` must be a floating-point tensor \(got dtype=torch.int64\)"):
         mha(torch.ones(2, 5, 16, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"`query` must have 3 dimensions \(B, length, d_model\) \(got shape=\(5, 16\)\)"):
+    with pytest.raises(ValueError, match=r"`query` must have shape \(B, T, d_model=16\) \(got shape=\(5, 16\)\)"):
         mha(rand(5, 16))
-    with pytest.raises(ValueError, match=r"`query` must have width d_model=16 \(got shape=\(2, 5, 12\)\)"):
+    with pytest.raises(ValueError, match=r"`query` must have shape \(B, T, d_model=16\) \(got shape=\(2, 5, 12\)\)"):
         mha(rand(2, 5, 12))
-    with pytest.raises(ValueError, match=r"`key` must have width d_model=16 \(got shape=\(2, 5, 8\)\)"):
+    with pytest.raises(ValueError, match=r"`key` must have shape \(B, S, d_model=16\) \(got shape=\(2, 5, 8\)\)"):
         mha(x, rand(2, 5, 8))
     with pytest.raises(ValueError, match=r"`value` must have the batch size of `query` B=2 \(got shape=\(3, 5, 16\)\)"):
         mha(x, x, rand(3, 5, 16))

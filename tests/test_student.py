@@ -4,8 +4,12 @@ For every chapter notebook in book/:
 
 * every solution cell has a stub, and the stub differs from the solution;
 * the stored output of every check cell in the book says the exercise passed;
-* the student version keeps no solution code, no output, and nothing else changed;
-* the student version runs top to bottom without an error, and each check says "not attempted yet".
+* the student version keeps no solution code, no output, and no other code changes;
+* its Markdown is plain CommonMark (no MyST directive or role survives; every exercise a check
+  cell names is a numbered heading), so that Jupyter, JupyterLab, VS Code and Colab render it;
+* the student version runs top to bottom without an error, and each check says "not attempted yet";
+* a student's own error shows a full traceback (nothing in ``setup()`` shortens it);
+* the book's chapter pages link to their student version (book/_ext/student_downloads.py).
 
 The student notebooks run with the kernel's working directory in book/, as the book's own notebooks
 do under nbval (``student/`` is a sibling of book/, so a path such as ``../x`` means the same file
@@ -100,7 +104,19 @@ def test_student_version_replaces_solutions_and_clears_outputs():
     assert out.cells[2].source == "def f(x):\n    raise NotImplementedError  # your code here"
     assert all(c.get("outputs", []) == [] and c.get("execution_count") is None for c in out.cells if c.cell_type == "code")
     assert out.cells[1].source == "x = 1" and out.cells[1].metadata["tags"] == ["keep"]
+    assert out.cells[0].source.startswith("# Toy\n\n> *Student version:")
     assert nb.cells[2].source == "def f(x):\n    return 2 * x", "the book's notebook must not be modified"
+
+
+def test_an_error_shown_on_purpose_is_printed_so_run_all_goes_on(capsys):
+    """Colab and VS Code ignore the raises-exception tag: "Run all" would stop at such a cell."""
+    nb = _toy_notebook()
+    nb.cells.insert(2, nbformat.v4.new_code_cell("y = [1, 2]\n\ny[5]", metadata={"tags": ["raises-exception", "keep"]}))
+    cell = student.student_version(nb).cells[2]
+    assert cell.metadata["tags"] == ["keep"]
+    exec(compile(cell.source, "<cell>", "exec"), {})  # must not raise
+    assert capsys.readouterr().out == "IndexError: list index out of range\n"
+    assert "    y[5]" in cell.source and cell.source.startswith("# This cell raises an error on purpose")
 
 
 def test_student_version_refuses_a_missing_or_unchanged_stub():
@@ -148,34 +164,234 @@ def test_the_book_passes_every_check(path):
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
-def test_no_solution_code_survives_and_nothing_else_changed(path, student_dir):
+def test_no_solution_code_survives_and_no_other_code_changed(path, student_dir):
     book, mine = _read(path), _student_version(student_dir, path)
-    assert len(mine.cells) == len(book.cells)
     assert mine.metadata == book.metadata
+    book_code = [c for c in book.cells if c.cell_type == "code"]
+    mine_code = [c for c in mine.cells if c.cell_type == "code"]
+    assert len(mine_code) == len(book_code), "code cells were added or removed"
+    assert {c.cell_type for c in mine.cells} <= {"code", "markdown"}
     # Lines that only the solutions hold: none of them may appear anywhere in the student version.
     elsewhere = {line.strip() for c in book.cells if not student.is_solution(c) for line in c.source.splitlines()}
-    for i, (b, s) in enumerate(zip(book.cells, mine.cells)):
-        assert s.cell_type == b.cell_type, f"cell {i}: type changed"
-        if b.cell_type != "code":
-            assert s == b, f"cell {i}: a markdown cell changed"
-            continue
-        assert s.outputs == [] and s.execution_count is None, f"cell {i}: output not cleared"
-        assert {k: v for k, v in s.metadata.items()} == {k: v for k, v in b.metadata.items() if k != "execution"}
+    for i, (b, s) in enumerate(zip(book_code, mine_code)):
+        assert s.outputs == [] and s.execution_count is None, f"code cell {i}: output not cleared"
+        tags = b.metadata.get("tags", [])
+        expected = {k: v for k, v in b.metadata.items() if k != "execution"}
+        if "raises-exception" in tags:  # printed instead of raised (student.shown_error)
+            expected["tags"] = [t for t in tags if t != "raises-exception"]
+        assert {k: v for k, v in s.metadata.items()} == expected
         if student.is_solution(b):
-            assert s.source == student.stub_of(b).rstrip("\n"), f"cell {i}: not the stub"
+            assert s.source == student.stub_of(b).rstrip("\n"), f"code cell {i}: not the stub"
+        elif "raises-exception" in tags:
+            assert s.source == student.shown_error(b.source), f"code cell {i}: the error is not printed"
         else:
-            assert s.source == b.source, f"cell {i}: a code cell that is not a solution changed"
+            assert s.source == b.source, f"code cell {i}: a code cell that is not a solution changed"
     stub_lines = {line.strip() for c in book.cells if student.is_solution(c) for line in student.stub_of(c).splitlines()}
     secret = {line.strip() for c in book.cells if student.is_solution(c) for line in c.source.splitlines()}
     secret -= elsewhere | stub_lines | {""}
     secret = {line for line in secret if not line.startswith("#") and len(line) > 3}
-    leaked = [line for line in secret for c in mine.cells if line in c.source]
+    # A line the book also shows outside the solutions (a later cell, the task's text) is no leak.
+    shown = "\n".join(c.source for c in book.cells if not student.is_solution(c))
+    leaked = [line for line in secret for c in mine.cells if line in c.source and line not in shown]
     assert not leaked, f"solution code left in the student version of {path.name}: {leaked}"
+
+
+# --- plain Markdown -------------------------------------------------------------------------------
+
+_ROLE_BEFORE_CODE = re.compile(r"\{[A-Za-z][\w:+.-]*\}$")
+_LEFTOVER_LINE = re.compile(r"^(:[\w-]+:|\(\S+\)=$|:{3,}|`{3,}\{|~{3,}\{|%)")
+
+
+def _markdown_problems(source: str) -> list[str]:
+    """MyST syntax that a CommonMark renderer (markdown-it-py, commonmark mode) would show as raw text."""
+    from markdown_it import MarkdownIt
+
+    found = []
+    for token in MarkdownIt("commonmark").parse(source):
+        if token.type == "fence" and token.info.strip().startswith("{"):
+            found.append(f"directive ```{token.info.strip()}")
+        if token.type != "inline":
+            continue
+        children = token.children or []
+        for a, b in zip(children, children[1:]):
+            if a.type == "text" and b.type == "code_inline" and _ROLE_BEFORE_CODE.search(a.content):
+                found.append(f"role {_ROLE_BEFORE_CODE.search(a.content).group(0)}`{b.content}`")
+        for line in token.content.splitlines():
+            if _LEFTOVER_LINE.match(line.strip()):
+                found.append(f"line {line.strip()!r}")
+    return found
+
+
+def _headings(source: str) -> list[str]:
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").parse(source)
+    return [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+
+
+def _checked_exercises(nb) -> list[str]:
+    """'Exercise C.k' of the checker called in each check cell, in order (from the imports cell)."""
+    import importlib
+
+    imports = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    found = []
+    for i in student.check_cells(nb):
+        call = re.match(r"\s*(\w+)\.(\w+)\(", nb.cells[i].source)
+        assert call, f"check cell {i} does not call a checker: {nb.cells[i].source!r}"
+        alias, name = call.groups()
+        module = re.search(rf"from companion\.exercises import (\w+) as {alias}\b", imports)
+        assert module, f"no 'from companion.exercises import ... as {alias}' in the notebook"
+        checker = getattr(importlib.import_module(f"companion.exercises.{module.group(1)}"), name)
+        found.append(checker.exercise)
+    return found
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
+def test_student_markdown_is_plain_commonmark(path, student_dir):
+    mine = _student_version(student_dir, path)
+    problems = {i: _markdown_problems(c.source) for i, c in enumerate(mine.cells) if c.cell_type == "markdown"}
+    problems = {i: p for i, p in problems.items() if p}
+    assert not problems, f"{path.name}: MyST syntax left in the student version (cell: what): {problems}"
+    for i, cell in enumerate(mine.cells):
+        for name in re.findall(r"\(attachment:([^)\s]+)", cell.source) if cell.cell_type == "markdown" else []:
+            assert name in cell.get("attachments", {}), f"cell {i}: image attachment {name} missing"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
+def test_every_checked_exercise_is_a_heading_in_order(path, student_dir):
+    mine = _student_version(student_dir, path)
+    number = int(path.stem.split("_")[0])
+    checked = _checked_exercises(mine)
+    headings = [re.match(r"Exercise \d+\.\d+", h).group(0) for c in mine.cells if c.cell_type == "markdown"
+                for h in _headings(c.source) if re.match(r"Exercise \d+\.\d+", h)]
+    assert checked == [f"Exercise {number}.{k}" for k in range(1, len(checked) + 1)], (
+        f"{path.name}: the checkers of the check cells are not numbered {number}.1, {number}.2, ... in order: {checked}")
+    assert headings == checked, f"{path.name}: exercise headings {headings}, checkers {checked}"
+
+
+def _toy_book(tmp_path):
+    """A small book folder: two chapters, a Markdown page, a bibliography and a figure."""
+    book = tmp_path / "book"
+    (book / "figures").mkdir(parents=True)
+    (book / "figures" / "arrow.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>')
+    (book / "references.bib").write_text(
+        "@article{smith2020a, title={A {Title}}, author={Smith, Ann and Jones, Bob and Lee, Cy}, journal={J}, year={2020}}\n"
+        "@book{doe2019, title={Book}, author={Doe, Jo and Roe, Max}, publisher={P}, year={2019}}\n")
+    (book / "intro.md").write_text("# Welcome\n\n(notation)=\n## Notation\n\nSymbols.\n")
+    other = nbformat.v4.new_notebook()
+    other.cells = [nbformat.v4.new_markdown_cell("# Second thoughts\n\n(sec-more)=\n## More\n\nText.")]
+    nbformat.write(other, book / "03_second.ipynb")
+    return book
+
+
+TOY_MARKDOWN = """\
+# Toy chapter
+
+See {doc}`03_second`, {doc}`the intro <intro>`, {ref}`sec-more`, {ref}`notation`, {numref}`fig-arrow`,
+{numref}`Fig. %s <fig-arrow>`, {ref}`ex-toy` and {eq}`eq-sum`; {cite:p}`smith2020a`, {cite:t}`doe2019`,
+{cite:p}`smith2020a,doe2019` and {math}`x^2`. Code stays code: ``{doc}`x` `` and `{ref}`.
+
+(sec-here)=
+## Here
+
+$$ a + b $$ (eq-sum)
+
+```{figure} figures/arrow.svg
+:name: fig-arrow
+:alt: An arrow.
+:width: 50%
+
+An arrow, with {math}`y`.
+```
+
+```{note}
+Remember this.
+```
+
+```{admonition} A title
+Body text.
+```
+
+:::{tip}
+Colon fence.
+:::
+
+```{exercise} A toy exercise
+:label: ex-toy
+
+Write `f(x)`.
+```
+
+````{solution-start} ex-toy
+:class: dropdown
+````
+
+```python
+print("{doc}`not a role`")
+```
+"""
+
+
+def test_plain_markdown_of_every_construct(tmp_path):
+    book = student.Book(_toy_book(tmp_path))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(TOY_MARKDOWN)]
+    out = student.student_version(nb, "02_toy.ipynb", book=book.folder)
+    text = out.cells[0].source
+    assert _markdown_problems(text) == []
+    for expected in [
+        "[Chapter 3, Second thoughts](03_second.ipynb)", "the intro,", "[More](03_second.ipynb)",
+        "Notation (in *Welcome*, a page of the online book)", "Figure 2.1,", "Fig. 2.1,", "Exercise 2.1 and (2.1)",
+        "(Smith et al., 2020)", "Doe and Roe (2019)", "(Smith et al., 2020; Doe and Roe, 2019)", "$x^2$",
+        "``{doc}`x` ``", "`{ref}`", "$$ a + b  \\tag{2.1}$$", "![An arrow.](attachment:arrow.svg)",
+        "**Figure 2.1.** An arrow, with $y$.", "> **Note.** Remember this.", "> **A title.** Body text.",
+        "> **Tip.** Colon fence.", "### Exercise 2.1 — A toy exercise\n\nWrite `f(x)`.",
+        'print("{doc}`not a role`")',
+    ]:
+        assert expected in text, f"{expected!r} not in:\n{text}"
+    assert "solution-start" not in text and "(sec-here)=" not in text and "## Here" in text
+    assert set(out.cells[0].attachments) == {"arrow.svg"}
+    assert "image/svg+xml" in out.cells[0].attachments["arrow.svg"]
+    assert out.cells[-1].source.startswith("## References") and "Smith, Jones, Lee (2020). *A Title*. J." in out.cells[-1].source
+
+
+@pytest.mark.parametrize("markdown,what", [
+    ("```{glue:figure} x\n```", "directive {glue:figure}"),
+    ("```{list-table}\n* - a\n```", "directive {list-table}"),
+    ("See {footcite}`smith2020a`.", "role {footcite}"),
+    ("```{exercise} Title\n:nonumber:\n\nText\n```", "without a number"),
+    ("```{figure} figures/missing.svg\n:name: fig-x\n\nCaption\n```", "not found"),
+    ("{cite:p}`nobody2000`", "citation key 'nobody2000'"),
+    ("```{note}\n:unknown: 1\n\nText\n```", "unknown option"),
+])
+def test_unknown_syntax_fails_loudly(tmp_path, markdown, what):
+    book = _toy_book(tmp_path)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(markdown)]
+    with pytest.raises(student.UnknownSyntax, match=re.escape(what)):
+        student.student_version(nb, "02_toy.ipynb", book=book)
+
+
+def test_figures_of_code_cells_get_their_caption(tmp_path):
+    book = _toy_book(tmp_path)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Toy"),
+                nbformat.v4.new_code_cell("plt.plot([1, 2])\nplt.show()", metadata={
+                    "mystnb": {"figure": {"caption": "A line, see {doc}`03_second`.", "name": "fig-line"}}})]
+    nbformat.write(nb, book / "02_toy.ipynb")
+    out = student.student_version(nb, "02_toy.ipynb", book=book)
+    assert [c.cell_type for c in out.cells] == ["markdown", "code", "markdown"]
+    assert out.cells[2].source == "**Figure 2.1.** A line, see [Chapter 3, Second thoughts](03_second.ipynb)."
+    nbformat.validate(out)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
 def test_student_notebook_runs_and_every_check_says_not_attempted(path, student_dir, monkeypatch):
+    from test_install import CHAPTERS as RUN_FROM_A_PLAIN_INSTALL
+
+    if path.stem[:2] in RUN_FROM_A_PLAIN_INSTALL:
+        pytest.skip("run by tests/test_install.py, from a non-editable install outside the checkout")
     for key, value in ENV.items():
         monkeypatch.setenv(key, value)
     nb = _student_version(student_dir, path)
@@ -221,3 +437,91 @@ def test_times_are_written_between_the_markers(tmp_path):
 def test_the_instructors_page_has_the_times_markers():
     text = student.INSTRUCTORS.read_text()
     assert student._TIMES_START in text and student._TIMES_END in text
+
+
+# --- tracebacks: a student's own error keeps its frames -----------------------------------------------
+
+def test_a_students_error_shows_a_full_traceback(tmp_path, monkeypatch):
+    """setup() leaves error reports alone: an error in a student's function shows every frame and
+    the failing line (the book's own one-line errors are made when the book is saved, not here)."""
+    for key, value in ENV.items():
+        monkeypatch.setenv(key, value)
+    # A student's kernel has no IPYKERNEL_CELL_NAME (the tests set it to keep warnings path-free; with
+    # it, every cell has the same file name and IPython cannot quote the source lines).
+    monkeypatch.delenv("IPYKERNEL_CELL_NAME", raising=False)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("from companion.notebook import setup\n\nsetup()"),
+        nbformat.v4.new_code_cell("def my_softmax(x):\n    total = sum(x)\n    return [v / (total - total) for v in x]"),
+        nbformat.v4.new_code_cell("my_softmax([1.0, 2.0])"),
+    ]
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    errors = [o for o in nb.cells[2].outputs if o.output_type == "error"]
+    assert errors and errors[0].ename == "ZeroDivisionError"
+    frames = [re.sub(r"\x1b\[[0-9;]*m", "", entry) for entry in errors[0].traceback]
+    text = "\n".join(frames)
+    assert "my_softmax([1.0, 2.0])" in text, text  # the calling line, in the cell that failed
+    assert "return [v / (total - total) for v in x]" in text, text  # the failing line of the function
+    assert len([f for f in frames if "line" in f.lower() or "---->" in f]) >= 2, f"a one-frame traceback: {text}"
+
+
+# --- the download link on each chapter page (book/_ext/student_downloads.py) --------------------------
+
+def _extension():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("student_downloads", ROOT / "book" / "_ext" / "student_downloads.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_download_link_points_at_the_student_notebook():
+    ext = _extension()
+    assert ext.download_path("book/02_attention") == "student/02_attention.ipynb"
+    link = ext.link_html("book/02_attention.html", "book/02_attention")
+    assert 'href="../student/02_attention.ipynb" download>Download the student version (no solutions)</a>' in link
+    assert 'href="student/01_x.ipynb"' in ext.link_html("01_x.html", "01_x")
+
+
+@pytest.mark.slow
+def test_a_built_chapter_page_links_to_its_student_notebook(tmp_path):
+    """A small Sphinx project (MyST-NB, sphinx-exercise, bibtex, the extension) with one chapter:
+    the built page has the link under its title, and the file it names is a valid student notebook."""
+    from sphinx.application import Sphinx
+
+    src = tmp_path / "src"
+    book = src / "book"
+    book.mkdir(parents=True)
+    (book / "references.bib").write_text("@article{smith2020a, title={T}, author={Smith, Ann}, journal={J}, year={2020}}\n")
+    nb = _toy_notebook()
+    nb.cells[0].source = "# Toy\n\nAs {cite:p}`smith2020a` says.\n\n```{exercise} Double it\n:label: ex-double\n\nWrite `f`.\n```"
+    nb.cells.insert(2, nbformat.v4.new_markdown_cell("````{solution-start} ex-double\n:class: dropdown\n````"))
+    nb.cells.insert(4, nbformat.v4.new_markdown_cell("```{solution-end}\n```"))
+    nbformat.write(nb, book / "01_toy.ipynb")
+    (src / "index.md").write_text("# Index\n\n```{toctree}\nbook/01_toy\n```\n")
+    (src / "conf.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'book' / '_ext')!r})\n"
+        "extensions = ['myst_nb', 'sphinx_exercise', 'sphinxcontrib.bibtex', 'student_downloads']\n"
+        "bibtex_bibfiles = ['book/references.bib']\nbibtex_reference_style = 'author_year'\n"
+        "nb_execution_mode = 'off'\nexclude_patterns = ['_build']\n")
+    out = tmp_path / "html"
+    app = Sphinx(str(src), str(src), str(out), str(tmp_path / "doctrees"), "html", status=None, warning=None,
+                 freshenv=True)
+    app.build()
+    page = (out / "book" / "01_toy.html").read_text()
+    link = re.search(r'</h1>\s*<p class="student-download"><a [^>]*href="([^"]+)"[^>]*\bdownload>'
+                     r"Download the student version \(no solutions\)</a></p>", page)
+    assert link, "no download link right under the chapter's title"
+    attrs = {"href": link.group(1)}
+    target = (out / "book" / attrs["href"]).resolve()
+    assert target.is_file(), f"the link names {attrs['href']}, which the build did not write"
+    mine = nbformat.read(target, as_version=4)
+    nbformat.validate(mine)
+    assert any("raise NotImplementedError" in c.source for c in mine.cells) and "return 2 * x" not in str(mine)
+    assert mine.cells[0].source.startswith("# Toy") and "### Exercise 1.1 — Double it" in mine.cells[0].source
+    assert "(Smith, 2020)" in mine.cells[0].source
+    assert all(not _markdown_problems(c.source) for c in mine.cells if c.cell_type == "markdown")

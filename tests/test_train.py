@@ -1,17 +1,28 @@
 """Tests for companion.train and companion.checkpoint: schedule, optimizer groups, determinism,
-resuming, checkpoint round trips and the errors for damaged or mismatched files, the command line."""
+resuming, checkpoint round trips and the errors for damaged or mismatched files, the command line;
+device and precision choice (GPUs simulated: none is needed), the GPU compute path of the model,
+the train/held-out estimates, and how notebooks store a progress bar. Several processes:
+tests/test_distributed.py."""
+import importlib.util
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from companion.checkpoint import load_checkpoint
-from companion.data import load_corpus
+import torch.nn.functional as F
+
+from companion import distributed
+from companion.checkpoint import load_checkpoint, shipped_model_path
+from companion.data import get_batch, load_corpus
 from companion.model import GPT, GPTConfig
-from companion.train import (CONFIGS, TrainConfig, Trainer, evaluate_text, learning_rate, main, make_optimizer,
-                             named_config, plot_losses)
+from companion.multihead import MultiHeadAttention
+from companion.train import (CONFIG_HELP, CONFIGS, TrainConfig, Trainer, _train_config, estimate_loss, evaluate_text,
+                             learning_rate, main, make_optimizer, named_config, plot_losses, windows)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see tests/conftest.py
@@ -117,7 +128,9 @@ def test_plot_losses(corpus):
     matplotlib.use("Agg")
     trainer = tiny_trainer(corpus, max_steps=6, eval_interval=3)
     ax = plot_losses(trainer.run(progress=False))
-    assert ax.get_ylabel() == "loss (nats per character)" and len(ax.lines) == 3
+    assert ax.get_ylabel() == "loss (nats per character)" and len(ax.lines) == 4
+    labels = [line.get_label() for line in ax.lines]
+    assert "training text (estimate)" in labels and "held-out plays (estimate)" in labels
 
 
 def test_command_line(tmp_path, capsys):
@@ -132,4 +145,195 @@ def test_command_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--set", "colour=3"])
     help_text = subprocess.run([sys.executable, "-m", "companion.train", "--help"], capture_output=True, text=True, check=True).stdout
-    assert "--time" in help_text and "--resume" in help_text
+    assert "--time" in help_text and "--resume" in help_text and "--device" in help_text
+    for name, line in CONFIG_HELP.items():  # every named configuration is described
+        assert f"{name:<12} {line}" in help_text
+    assert set(CONFIG_HELP) == set(CONFIGS)
+    assert "--out checkpoints/" not in help_text and "--out runs/small.safetensors" in help_text
+    with pytest.raises(SystemExit, match="is the shipped model"):
+        main(["--steps", "1", "--out", str(shipped_model_path())])
+
+
+def test_command_line_reports_what_it_does_and_what_next(tmp_path, capsys):
+    out = tmp_path / "timed.safetensors"
+    assert main(["--config", "tiny", "--time", "1.5", "--threads", "1", "--out", str(out), "--device", "cpu"]) == 0
+    captured = capsys.readouterr()
+    text, bar = captured.out, captured.err
+    assert "max_steps" not in text  # a time-limited run does not print a step count it will not keep
+    assert "schedule: a 1.5 s budget" in text and "the number of steps is whatever fits" in text
+    assert "device: cpu, float32, 1 thread" in text and "batch: 8 windows of 32 characters" in text
+    # tiny evaluates every 25 of its 50 steps: a time-limited run evaluates as often, over its budget
+    assert text.count("held-out ") - text.count("held-out plays") <= 2
+    assert "/2 s" in bar or "/1 s" in bar  # the bar of a time-limited run counts seconds to its budget
+    assert "next:" in text and "--resume" in text and "load_checkpoint(" in text and "replace shipped_model_path()" in text
+    info = load_checkpoint(out)[2]["info"]
+    assert info["device"] == "cpu" and info["processes"] == 1 and info["global_batch"] == 8
+
+
+# ---------------------------------------------------------------- devices and precision (no GPU needed)
+
+
+def test_device_auto_picks_cuda_then_mps_then_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert distributed.resolve_device("auto") == torch.device("cpu")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert distributed.resolve_device("auto") == torch.device("mps")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert distributed.resolve_device("auto") == torch.device("cuda", 0)
+    assert distributed.resolve_device("cuda", local_rank=3) == torch.device("cuda", 3)  # a process's own GPU
+    assert distributed.resolve_device("cpu") == torch.device("cpu")
+
+
+def test_device_errors_say_what_to_do(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"`device` is 'cuda' but this PyTorch sees no CUDA GPU .* use device='auto' or 'cpu'"):
+        distributed.resolve_device("cuda")
+    with pytest.raises(ValueError, match="`device` is 'mps' but MPS is not available"):
+        distributed.resolve_device("mps")
+    with pytest.raises(ValueError, match=r"`device` must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps' \(got 'gpu'\)"):
+        distributed.resolve_device("gpu")
+    with pytest.raises(TypeError, match="`device` must be a string"):
+        distributed.resolve_device(0)
+
+
+def test_autocast_dtype_rules():
+    auto = distributed.autocast_dtype
+    assert auto("cuda", capability=(9, 0)) == torch.bfloat16  # H100
+    assert auto("cuda", capability=(8, 0)) == torch.bfloat16  # A100
+    assert auto("cuda", capability=(7, 5)) == torch.float16  # T4 (Colab): float16 and a gradient scaler
+    assert auto("cpu") is None and auto("mps") is None  # float32
+    assert auto("cpu", "bf16") == torch.bfloat16 and auto("cuda", "float32", capability=(9, 0)) is None
+    assert auto("mps", "fp16") == torch.float16
+    with pytest.raises(ValueError, match="`precision='fp16'` needs a GPU"):
+        auto("cpu", "fp16")
+    with pytest.raises(ValueError, match=r"`precision` must be one of \('auto', 'float32', 'bf16', 'fp16'\) \(got 'half'\)"):
+        TrainConfig(precision="half")
+    assert _train_config({"bf16": True}).precision == "bf16"  # older checkpoints stored a bool
+    assert _train_config({"bf16": False}).precision == "auto"
+
+
+def test_optimizer_is_fused_on_cuda_only():
+    model = GPT(GPTConfig(vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=2))
+    opt = make_optimizer(model, TrainConfig())
+    assert opt.defaults["fused"] is False and opt.defaults["foreach"] is False  # CPU: the plain loop
+    assert make_optimizer(model, TrainConfig(), device_type="mps").defaults["fused"] is None
+
+
+def test_batches_are_gathered_like_get_batch(corpus):
+    ids = corpus.train_ids
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    x, y = get_batch(ids, 6, 16, g1)
+    starts = torch.randint(len(ids) - 16, (6,), generator=g2)
+    x2, y2 = windows(ids, starts, 16)
+    assert torch.equal(x, x2) and torch.equal(y, y2)
+    trainer = tiny_trainer(corpus, device="cpu")
+    assert trainer.device == torch.device("cpu") and trainer.global_batch == 8 and trainer.amp_dtype is None
+    x3, y3 = trainer.next_batch()
+    x4, y4 = get_batch(ids, 8, 32, torch.Generator().manual_seed(trainer.cfg.seed))
+    assert torch.equal(x3, x4) and torch.equal(y3, y4)  # one process: the windows of get_batch
+
+
+def test_bf16_autocast_trains_on_the_cpu(corpus):
+    trainer = tiny_trainer(corpus, precision="bf16", max_steps=4, eval_interval=0)
+    h = trainer.run(progress=False)
+    assert trainer.amp_dtype == torch.bfloat16 and all(math.isfinite(v) for v in h.train_loss + h.val_loss)
+
+
+# ---------------------------------------------------------------- the GPU compute path of the model
+
+
+def test_fused_qkv_equals_three_products_and_trains_all_three():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(24, 4)
+    x = torch.randn(2, 5, 24)
+    q, k, v = mha._project(x, x, x)  # self-attention: one (24, 72) product
+    for got, proj in zip((q, k, v), (mha.q_proj, mha.k_proj, mha.v_proj)):
+        torch.testing.assert_close(got, proj(x), rtol=1e-6, atol=1e-6)
+    (q.sum() + 2 * k.sum() + 3 * v.sum()).backward()
+    for scale, proj in zip((1, 2, 3), (mha.q_proj, mha.k_proj, mha.v_proj)):
+        torch.testing.assert_close(proj.weight.grad, scale * x.sum((0, 1)).expand(24, 24))
+    mem = torch.randn(2, 3, 24)
+    _, k2, _ = mha._project(x, mem, mem)  # cross-attention: three separate products
+    torch.testing.assert_close(k2, mha.k_proj(mem))
+    assert set(mha.state_dict()) == {f"{n}_proj.{p}" for n in "qkv" + "out"[:0] for p in ("weight", "bias")} | {
+        "out_proj.weight", "out_proj.bias"}  # the names chapter 3 teaches and checkpoints store
+
+
+def test_loss_under_autocast_is_float32_and_equals_the_cast_logits():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4))
+    x, y = torch.randint(50, (3, 16)), torch.randint(50, (3, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, loss = model(x, y)
+    assert logits.dtype == torch.bfloat16 and loss.dtype == torch.float32
+    torch.testing.assert_close(loss, F.cross_entropy(logits.flatten(0, 1).float(), y.flatten()))
+    half = GPT(GPTConfig(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4)).to(torch.bfloat16)
+    assert half(x, y)[1].dtype == torch.float32  # half-precision weights: the softmax still in float32
+
+
+def test_forward_compiles_into_one_graph():
+    """No graph break, hence no host sync hidden in the forward pass: torch.compile's fullgraph mode
+    refuses any (the CPU's id range check is skipped while compiling, as it is on a GPU)."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=30, context_length=8, d_model=16, n_layers=1, n_heads=2))
+    x, y = torch.randint(30, (2, 8)), torch.randint(30, (2, 8))
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x, y)[1], model(x, y)[1])
+    with pytest.raises(ValueError, match="token ids in"):
+        model(torch.full((1, 4), 30), None)  # eager on the CPU: the clear message stays
+
+
+# ---------------------------------------------------------------- evaluation: train and held-out alike
+
+
+def test_train_and_held_out_are_estimated_the_same_way(corpus):
+    trainer = tiny_trainer(corpus, max_steps=6, eval_interval=3)
+    h = trainer.run(progress=False)
+    assert h.eval_steps == [3, 6] and len(h.eval_train_loss) == len(h.val_loss) == 2
+    assert len(h.train_loss) == 6  # the raw per-step batch losses are kept for plotting
+    cfg = trainer.cfg
+    train = estimate_loss(trainer.model, corpus.train_ids, cfg.eval_batches, cfg.batch_size)
+    val = estimate_loss(trainer.model, corpus.val_ids, cfg.eval_batches, cfg.batch_size)
+    assert (h.eval_train_loss[-1], h.val_loss[-1]) == (train, val) == trainer.estimate_losses()
+    assert h.eval_train_loss[-1] != h.train_loss[-1]  # an estimate on 2 x 8 windows, not the step's batch
+    chunked = estimate_loss(trainer.model, corpus.val_ids, 2, 8, chunk=4)
+    assert chunked == pytest.approx(val, rel=1e-6)  # in parts of 4 rows: the same windows, the same mean
+
+
+def test_time_limited_run_evaluates_as_often_as_its_step_schedule(corpus, capsys):
+    trainer = tiny_trainer(corpus, max_steps=50, eval_interval=10)  # 5 evaluations per run
+    h = trainer.run(time_budget=2.0, progress=False)
+    assert trainer.step > 5 and 1 <= len(h.eval_steps) <= 5
+    assert capsys.readouterr().out.count("held-out") == len(h.eval_steps)
+
+
+# ---------------------------------------------------------------- notebooks: one frame of a progress bar
+
+
+def _execute_notebooks_module():
+    spec = importlib.util.spec_from_file_location("execute_notebooks", ROOT / "scripts" / "execute_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_progress_bar_is_stored_as_its_last_frame_as_nbval_compares_it():
+    import nbformat
+
+    stream = lambda name, text: nbformat.v4.new_output("stream", name=name, text=text)  # noqa: E731
+    bar = [stream("stderr", f"\rtraining:  {p:>3}%|   | {p}/100 [00:01<00:01, 9.0it/s]") for p in (0, 30, 60)]
+    outputs = bar + [stream("stderr", "\r" + " " * 20 + "\r"), stream("stdout", "step 60: train 2.1\n"),
+                     stream("stderr", "\rtraining: 100%|###| 100/100 [00:02<00:00, 9.1it/s]"), stream("stderr", "\n"),
+                     stream("stdout", "100 steps in 2 s\n"), nbformat.v4.new_output("display_data", data={"text/plain": "x"})]
+    stored = _execute_notebooks_module().collapse_streams([nbformat.from_dict(o) for o in outputs])
+    assert [o.output_type for o in stored] == ["stream", "stream", "display_data"]
+    assert stored[0].text == "training: 100%|###| 100/100 [00:02<00:00, 9.1it/s]\n"
+    assert stored[1].text == "step 60: train 2.1\n100 steps in 2 s\n"
+    nbval = pytest.importorskip("nbval.plugin")
+    fresh = nbval.coalesce_streams([nbformat.from_dict(o) for o in outputs])
+    assert [dict(o) for o in fresh] == [dict(o) for o in stored]  # what nbval compares: unchanged
+    again = nbval.coalesce_streams([nbformat.from_dict(dict(o)) for o in stored])
+    assert [dict(o) for o in again] == [dict(o) for o in stored]

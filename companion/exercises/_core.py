@@ -1,36 +1,52 @@
 """The machinery shared by every checker: feedback objects and the ``@checker`` decorator."""
 from __future__ import annotations
 
+import contextlib
 import functools
+import math
 import textwrap
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
 
-PASSED, HINT, NOT_ATTEMPTED = "passed", "hint", "not attempted"
-_ICON = {PASSED: "✅", HINT: "❌", NOT_ATTEMPTED: "⏳"}
-_VERB = {PASSED: "passed", HINT: "not yet", NOT_ATTEMPTED: "not attempted yet"}
+PASSED, HINT, NOT_ATTEMPTED, INTERNAL = "passed", "hint", "not attempted", "internal error"
+_ICON = {PASSED: "✅", HINT: "❌", NOT_ATTEMPTED: "⏳", INTERNAL: "⚠️"}
+_VERB = {PASSED: "passed", HINT: "not yet", NOT_ATTEMPTED: "not attempted yet", INTERNAL: "could not be checked"}
+
+#: The kinds of a hint: a mistake the checker recognized and names (``SPECIFIC``), a description
+#: of how the answer differs without naming a cause (``GENERIC``), or an exception raised by the
+#: student's own code, reported with its line (``RAISED``).
+SPECIFIC, GENERIC, RAISED = "specific", "generic", "raised"
+
+#: Width of the feedback text: a check cell's output fits a 78-column notebook without scrolling.
+WIDTH = 78
 
 
 @dataclass(frozen=True)
 class Feedback:
-    """What a checker says about one attempt. Displayed as one or two lines of text."""
+    """What a checker says about one attempt. Displayed as a few lines of at most 78 columns.
+
+    ``status`` is one of ``"passed"``, ``"hint"``, ``"not attempted"`` and ``"internal error"`` (the
+    checker itself failed: a bug of the course, never the student's). For a hint, ``kind`` says
+    whether the checker recognized the mistake (``"specific"``), only describes the difference
+    (``"generic"``), or reports an exception of the student's code (``"raised"``).
+    """
 
     exercise: str
     status: str
     message: str
+    kind: str = ""
 
     @property
     def passed(self) -> bool:
         return self.status == PASSED
 
     def __repr__(self) -> str:
-        # Wrapped to 88 columns so that it reads without scrolling in a notebook and on the page.
         text = f"{_ICON[self.status]} {self.exercise} {_VERB[self.status]}: {self.message}"
-        return textwrap.fill(text, width=88, subsequent_indent="   ", break_on_hyphens=False)
+        return textwrap.fill(text, width=WIDTH, subsequent_indent="   ", break_on_hyphens=False)
 
     __str__ = __repr__
 
@@ -38,9 +54,23 @@ class Feedback:
 class _Verdict(Exception):
     """Raised inside a checker body to stop at the first verdict."""
 
-    def __init__(self, status: str, message: str):
+    def __init__(self, status: str, message: str, kind: str = ""):
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.kind = status, message, kind
+
+
+class StudentError(Exception):
+    """An exception raised inside the student's code (``.error`` is the original exception).
+
+    The ``@checker`` decorator wraps every function the student gives, so that an exception that
+    comes out of the student's code can be told apart from one raised by the checker's own code.
+    A checker that expects a particular exception of the student's code catches this class and
+    looks at ``.error`` (see :func:`attempt`).
+    """
+
+    def __init__(self, error: BaseException):
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
 
 
 def passed(message: str = "well done.") -> None:
@@ -48,24 +78,61 @@ def passed(message: str = "well done.") -> None:
     raise _Verdict(PASSED, message)
 
 
-def hint(message: str) -> None:
-    """End the check with a hint about the mistake that was recognized."""
-    raise _Verdict(HINT, message)
+def hint(message: str, *, generic: bool = False) -> None:
+    """End the check with a hint.
+
+    ``generic=False`` (the default) for a recognized mistake that the hint names; ``generic=True``
+    for a fallback that only describes how the answer differs from the right one.
+    """
+    raise _Verdict(HINT, message, GENERIC if generic else SPECIFIC)
 
 
 def _untouched(answer: Any) -> bool:
     return answer is Ellipsis or answer is None
 
 
+def _guard(answer: Any) -> Any:
+    """The student's function, wrapped so that whatever it raises arrives as a StudentError."""
+    if not callable(answer) or isinstance(answer, type):
+        return answer
+
+    @functools.wraps(answer)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return answer(*args, **kwargs)
+        except (_Verdict, StudentError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - anything the student's code raises
+            raise StudentError(exc) from exc
+
+    return call
+
+
+def attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, BaseException | None]:
+    """Call the student's (guarded) function: ``(result, None)``, or ``(None, the exception)``.
+
+    For checks that expect the student's code to raise (a ``ValueError`` for bad input, say).
+    ``NotImplementedError`` still means "not attempted yet".
+    """
+    try:
+        return fn(*args, **kwargs), None
+    except StudentError as exc:
+        if isinstance(exc.error, NotImplementedError):
+            raise
+        return None, exc.error
+
+
 def checker(exercise: str) -> Callable[[Callable[..., None]], Callable[..., Feedback]]:
     """Turn a check body into a checker that always returns :class:`Feedback`.
 
-    The body receives the student's answer (a value or a function) and calls :func:`passed` or
-    :func:`hint`. The decorator handles the rest:
+    The body receives the student's answer (a function) and calls :func:`passed` or :func:`hint`.
+    The decorator handles the rest:
 
     * an answer that is still ``...`` or ``None`` gives "not attempted yet";
     * ``NotImplementedError`` raised by the student's function gives "not attempted yet";
     * any other exception from the student's code becomes a hint naming it and the line;
+    * an exception raised by the checker's own code is reported as an internal error that asks the
+      student to tell the instructors (it is a bug of the course, not of the student's answer);
     * a body that ends without a verdict counts as a pass.
     """
 
@@ -75,19 +142,30 @@ def checker(exercise: str) -> Callable[[Callable[..., None]], Callable[..., Feed
             if any(_untouched(a) for a in answers):
                 return Feedback(exercise, NOT_ATTEMPTED, "replace the `...` with your answer, then run this cell again.")
             try:
-                body(*answers)
+                body(*(_guard(a) for a in answers))
             except _Verdict as verdict:
-                return Feedback(exercise, verdict.status, verdict.message)
-            except NotImplementedError:
-                return Feedback(exercise, NOT_ATTEMPTED, "write your code where it says `raise NotImplementedError`, then run this cell again.")
-            except Exception as exc:  # the student's code failed: report it, never crash the notebook
-                return Feedback(exercise, HINT, f"your code raised {type(exc).__name__}: {exc}{_where(exc)}")
+                return Feedback(exercise, verdict.status, verdict.message, verdict.kind)
+            except StudentError as raised:
+                exc = raised.error
+                if isinstance(exc, NotImplementedError):
+                    return Feedback(exercise, NOT_ATTEMPTED,
+                                    "write your code where it says `raise NotImplementedError`, then run this cell again.")
+                return Feedback(exercise, HINT, f"your code raised {type(exc).__name__}: {exc}{_where(exc)}", RAISED)
+            except Exception as exc:  # noqa: BLE001 - the checker's own code failed: a bug of ours
+                return Feedback(exercise, INTERNAL, _internal_message(exc), "internal")
             return Feedback(exercise, PASSED, "well done.")
 
         check.exercise = exercise  # type: ignore[attr-defined]
         return check
 
     return decorate
+
+
+def _internal_message(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
+    return (f"the checker itself failed ({type(exc).__name__}: {exc}{where}). This is a bug in the "
+            "course, not in your code: please tell the instructors, with this message.")
 
 
 def _where(exc: BaseException) -> str:
@@ -98,11 +176,140 @@ def _where(exc: BaseException) -> str:
     return ""
 
 
-def close(actual: Any, expected: Any, rtol: float = 1e-4, atol: float = 1e-6) -> bool:
-    """True when ``actual`` has ``expected``'s shape and values, within tolerance. Never raises."""
+def close(actual: Any, expected: Any, rtol: float = 1e-4, atol: float = 1e-6, equal_nan: bool = False) -> bool:
+    """True when ``actual`` has ``expected``'s shape and values, within tolerance. Never raises.
+
+    ``equal_nan=True`` for comparing with a mistake whose result holds NaN where the student's does.
+    """
     try:
-        a = actual.detach().cpu().numpy() if isinstance(actual, torch.Tensor) else np.asarray(actual, dtype=float)
-        e = expected.detach().cpu().numpy() if isinstance(expected, torch.Tensor) else np.asarray(expected, dtype=float)
-        return a.shape == e.shape and bool(np.allclose(a, e, rtol=rtol, atol=atol))
-    except Exception:
+        a = _array(actual)
+        e = _array(expected)
+        return a.shape == e.shape and bool(np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    except Exception:  # noqa: BLE001 - anything that is not an array of numbers is not close
         return False
+
+
+def _array(x: Any) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        if x.is_complex() or x.dtype == torch.bool:
+            raise TypeError("not a real-valued tensor")
+        return x.double().numpy()
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError("a bool is not a number")
+    if isinstance(x, (list, tuple)) and any(isinstance(v, torch.Tensor) and v.dim() > 0 for v in x):
+        return np.stack([_array(v) for v in x])  # a list of tensors of equal shape
+    if isinstance(x, (list, tuple)):
+        return np.asarray([float(v) if isinstance(v, torch.Tensor) else v for v in x], dtype=float)
+    return np.asarray(x, dtype=float)
+
+
+def describe(x: Any) -> str:
+    """A short description of what the student returned: type, and shape/dtype for a tensor."""
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)} and dtype {x.dtype}"
+    if isinstance(x, np.ndarray):
+        return f"a NumPy array of shape {x.shape}"
+    text = repr(x)
+    return f"{type(x).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def require_tensor(got: Any, what: str = "a tensor") -> torch.Tensor:
+    """Hint unless ``got`` is a torch tensor (specific: the wrong type is the recognized mistake)."""
+    if isinstance(got, torch.Tensor):
+        return got
+    if isinstance(got, tuple) and got and isinstance(got[0], torch.Tensor):
+        hint(f"return {what}, not a tuple (you returned {len(got)} values).")
+    hint(f"return {what}; you returned {describe(got)}.")
+    raise AssertionError  # unreachable: hint() raises
+
+
+def require_shape(got: torch.Tensor, shape: tuple, what: str = "the result") -> None:
+    """Hint (generic) unless ``got`` has ``shape``."""
+    if tuple(got.shape) != tuple(shape):
+        hint(f"{what} should have shape {tuple(shape)}, got {tuple(got.shape)}.", generic=True)
+
+
+def first_difference(got: Any, expected: Any, name: str = "out", rtol: float = 1e-4, atol: float = 1e-6) -> str:
+    """Where two arrays of the same shape first differ, for a generic hint: 'out[1, 2] is 0.5, expected 0.25'.
+
+    Quoting the first entry that differs (never one that agrees) keeps a generic hint honest.
+    """
+    try:
+        a, e = _array(got), _array(expected)
+        if a.shape != e.shape:
+            return f"{name} has shape {a.shape}, expected {e.shape}"
+        bad = ~np.isclose(a, e, rtol=rtol, atol=atol)
+        if not bad.any():
+            return f"{name} matches"
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = f"{name}[{', '.join(map(str, index))}]" if index else name
+        return f"{where} is {_num(a[index])}, expected {_num(e[index])}"
+    except Exception:  # noqa: BLE001 - a description must never fail
+        return f"{name} differs from the expected values"
+
+
+def _num(v: Any) -> str:
+    v = float(v)
+    if math.isnan(v) or math.isinf(v):
+        return str(v)
+    return f"{v:.4g}"
+
+
+def as_number(got: Any, call: str) -> float:
+    """The student's answer as a float when it is one number (int, float, 0-d or 1-element tensor), or a hint."""
+    if isinstance(got, (bool, np.bool_, str, bytes)):
+        hint(f"{call} should return a number; it returned {describe(got)}.")
+    if isinstance(got, (int, float, np.integer, np.floating)):
+        return float(got)
+    if isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_complex() and got.dtype != torch.bool:
+        return float(got.detach().reshape(()))
+    hint(f"{call} should return one number; it returned {describe(got)}.")
+    raise AssertionError  # unreachable
+
+
+def as_count(got: Any, call: str) -> int:
+    """The student's answer as an exact whole number, or a hint (never truncates: 12.7 is not 12)."""
+    if isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_floating_point() and got.dtype != torch.bool:
+        return int(got.item())
+    if isinstance(got, (bool, np.bool_)):
+        hint(f"{call} returned {got!r}, a bool; return the number of parameters, an int.")
+    if isinstance(got, (int, np.integer)):
+        return int(got)
+    if isinstance(got, (float, np.floating)) or (isinstance(got, torch.Tensor) and got.numel() == 1):
+        value = float(got)
+        if math.isfinite(value) and value == int(value):
+            return int(value)
+        hint(f"{call} returned {value!r}, which is not a whole number: a count of parameters is an "
+             "integer. Use // for integer division, or check where a fraction comes from.")
+    hint(f"{call} should return a whole number; it returned {describe(got)}.")
+    raise AssertionError  # unreachable
+
+
+@contextlib.contextmanager
+def recording(names: dict[str, tuple[Any, str]]) -> Iterator[list[str]]:
+    """Record the calls of some library functions while the student's code runs.
+
+    ``names`` maps a label (such as ``"torch.softmax"``) to ``(owner, attribute)``; each attribute is
+    replaced by a wrapper that notes the label and calls the original. The originals are restored
+    on exit, whatever happens.
+    """
+    calls: list[str] = []
+    saved = []
+    try:
+        for label, (owner, attr) in names.items():
+            original = getattr(owner, attr)
+            saved.append((owner, attr, original, attr in vars(owner)))
+
+            def wrapper(*args, __original=original, __label=label, **kwargs):
+                calls.append(__label)
+                return __original(*args, **kwargs)
+
+            setattr(owner, attr, wrapper)
+        yield calls
+    finally:
+        for owner, attr, original, own in reversed(saved):
+            if own:
+                setattr(owner, attr, original)
+            else:  # inherited (Tensor.softmax comes from torch._C.TensorBase): remove the shadow
+                delattr(owner, attr)

@@ -4,14 +4,30 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
-from companion.attention import causal_mask, padding_mask, softmax
+import companion.attention as _attention
+from companion.attention import causal_mask, padding_mask
 
-from ._core import checker, close, hint, passed
+from ._core import StudentError, attempt, checker, close, first_difference, hint, passed, recording, require_tensor
 
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+#: The library softmaxes that exercise 2.1 asks the student to do without (each call is recorded).
+_LIBRARY_SOFTMAX = {
+    "torch.softmax": (torch, "softmax"),
+    "torch.nn.functional.softmax": (F, "softmax"),
+    "Tensor.softmax": (torch.Tensor, "softmax"),
+    "torch.special.softmax": (torch.special, "softmax"),
+    "torch.log_softmax": (torch, "log_softmax"),
+    "torch.nn.functional.log_softmax": (F, "log_softmax"),
+    "Tensor.log_softmax": (torch.Tensor, "log_softmax"),
+    "torch.special.log_softmax": (torch.special, "log_softmax"),
+    "companion.attention.softmax": (_attention, "softmax"),
+}
 
 
 @checker("Exercise 2.1")
@@ -19,41 +35,50 @@ def stable_softmax(my_softmax) -> None:
     """``my_softmax(x)``: softmax over the last axis of a 2-D tensor, safe for large scores."""
     x = torch.tensor([[1.0, 2.0, 3.0], [0.5, 0.5, -1.0], [2.0, -3.0, 0.0], [1.0, 1.0, 1.0]])
     expected = torch.softmax(x, dim=-1)
-    try:
-        got = my_softmax(x.clone())
-    except RuntimeError as exc:  # NotImplementedError is a RuntimeError too: re-raised below
-        if "must match the size" in str(exc):
+    big = torch.tensor([[1000.0, 999.0, 0.0], [-1000.0, -1001.0, -2000.0]])
+    with recording(_LIBRARY_SOFTMAX) as calls:
+        got, error = attempt(my_softmax, x.clone())
+        if error is None:
+            got_big, error = attempt(my_softmax, big.clone())
+    if calls:
+        hint(f"your function calls {calls[0]}; the exercise is to write the softmax yourself, with "
+             "torch.exp, amax and sum (subtract each row's maximum, exponentiate, divide by the row sum).")
+    if error is not None:
+        if isinstance(error, RuntimeError) and "must match the size" in str(error):
             hint("the shapes do not broadcast: a reduction over the last axis needs keepdim=True "
                  "(x.amax(dim=-1, keepdim=True), e.sum(dim=-1, keepdim=True)), so that the (n, 1) "
                  "result lines up with the rows of the (n, m) input.")
-        raise
-    if not isinstance(got, torch.Tensor):
-        hint(f"return a tensor, got {type(got).__name__}.")
+        raise StudentError(error)
+    got = require_tensor(got)
     if got.shape != x.shape:
-        hint(f"the output must have the input's shape {tuple(x.shape)}, got {tuple(got.shape)}.")
+        hint(f"the output must have the input's shape {tuple(x.shape)}, got {tuple(got.shape)}.", generic=True)
     if not close(got, expected):
         if close(got, torch.softmax(x, dim=0)):
             hint("your columns sum to 1, not your rows: the softmax runs over the last axis (dim=-1), "
                  "one distribution over the keys for each query row.")
-        if close(got, torch.exp(x - x.amax(-1, keepdim=True))) or close(got, torch.exp(x)):
+        if close(got, torch.exp(x - x.amax(-1, keepdim=True))) or close(got, torch.exp(x)) or close(
+                got, torch.exp(x - x.max())):
             hint("you exponentiated but did not normalize: divide each row by its sum.")
         if close(got, torch.exp(x) / torch.exp(x).sum()) or close(got, torch.exp(x - x.max()) / torch.exp(x - x.max()).sum()):
             hint("the whole matrix sums to 1: sum over the last axis only, with keepdim=True.")
-        hint(f"for x = {x.tolist()} the result differs from the softmax of each row.")
-    big = torch.tensor([[1000.0, 999.0, 0.0], [-1000.0, -1001.0, -2000.0]])
-    got_big = my_softmax(big.clone())
+        if close(got, torch.log_softmax(x, -1)):
+            hint("that is the log of the softmax (x - max - log of the sum); return the probabilities "
+                 "themselves: exp(x - max) / sum of exp(x - max).")
+        if close(got, (x - x.amax(-1, keepdim=True)) / (x - x.amax(-1, keepdim=True)).sum(-1, keepdim=True),
+                 equal_nan=True):
+            hint("exponentiate before normalizing: e = torch.exp(x - max), then e / e.sum(...).")
+        hint(f"each row should be the softmax of that row of x: {first_difference(got, expected)}.", generic=True)
+    got_big = require_tensor(got_big)
     shifted = torch.exp(big - big.max())  # the maximum of the whole tensor, not of each row
-    if isinstance(got_big, torch.Tensor) and got_big.shape == big.shape and torch.allclose(
-        got_big, shifted / shifted.sum(-1, keepdim=True), equal_nan=True
-    ):
+    if got_big.shape == big.shape and torch.allclose(got_big, shifted / shifted.sum(-1, keepdim=True), equal_nan=True):
         hint("with scores around ±1000 some rows come out wrong: subtract each row's own maximum "
              "(x.amax(dim=-1, keepdim=True)), not the maximum of the whole tensor.")
-    if not torch.isfinite(got_big).all():
+    if got_big.shape == big.shape and not torch.isfinite(got_big).all():
         hint("scores of 1000 give inf or nan: exp(1000) overflows. Subtract each row's maximum "
              "before exponentiating; the softmax does not change when a constant is subtracted.")
     if not close(got_big, torch.softmax(big, -1)):
         hint("with scores around ±1000 some rows come out wrong: subtract each row's own maximum "
-             "(x.amax(dim=-1, keepdim=True)), not the maximum of the whole tensor.")
+             "(x.amax(dim=-1, keepdim=True)) before exponentiating.")
     passed("stable: subtracting the row maximum keeps every exponent at or below 0.")
 
 
@@ -61,53 +86,78 @@ def stable_softmax(my_softmax) -> None:
 def attention(my_attention) -> None:
     """``my_attention(Q, K, V)`` -> ``softmax(Q K^T / sqrt(d_k)) V`` for Q (n, d_k), K (m, d_k), V (m, d_v)."""
     g = _gen(2)
-    Q, K, V = torch.randn(4, 8, generator=g), torch.randn(6, 8, generator=g), torch.randn(6, 3, generator=g)
-    d_k = Q.shape[-1]
-    scores = Q @ K.T
-    expected = torch.softmax(scores / math.sqrt(d_k), -1) @ V
-    got = my_attention(Q.clone(), K.clone(), V.clone())
-    if not isinstance(got, torch.Tensor):
-        hint(f"return a tensor, got {type(got).__name__}.")
-    if close(got, expected):
-        passed("softmax(Q K^T / sqrt(d_k)) V: one weighted average of the value rows per query.")
-    if close(got, torch.softmax(scores / math.sqrt(d_k), -1)):
-        hint("you returned the attention weights (n, m); multiply them by V to get the output (n, d_v).")
-    if got.shape != expected.shape:
-        hint(f"the output should have shape (n, d_v) = {tuple(expected.shape)}, got {tuple(got.shape)}.")
-    if close(got, torch.softmax(scores, -1) @ V):
-        hint("you forgot the scale: divide the scores by sqrt(d_k) before the softmax.")
-    if close(got, torch.softmax(scores / d_k, -1) @ V):
-        hint("you divided by d_k; the scale is its square root, sqrt(d_k) (chapter 1 measured why).")
-    if close(got, torch.softmax(scores * math.sqrt(d_k), -1) @ V):
-        hint("you multiplied by sqrt(d_k); divide by it.")
-    n, m, d_v = Q.shape[0], K.shape[0], V.shape[-1]
-    if close(got, torch.softmax(scores / math.sqrt(d_v), -1) @ V):
-        hint("you divided by sqrt(d_v), the width of the values; the scale is sqrt(d_k), the width of the "
-             "queries and keys (Q.shape[-1]).")
-    if close(got, torch.softmax(scores / math.sqrt(m), -1) @ V) or close(got, torch.softmax(scores / math.sqrt(n), -1) @ V):
-        hint("you divided by the square root of a sequence length (the number of rows); the scale is "
-             "sqrt(d_k), the width of each query and key (Q.shape[-1]).")
-    if close(got, torch.softmax(scores / math.sqrt(d_k), 0) @ V):
-        hint("softmax over the wrong axis: each query row must sum to 1 over the keys (dim=-1), not each column.")
-    if close(got, torch.softmax(scores / math.sqrt(d_k), -1) @ K[:, :3]) or close(got, torch.softmax(scores / math.sqrt(d_k), -1) @ Q[:, :3]):
-        hint("the weighted average must be of the value rows V.")
-    hint("the output does not match softmax(Q K^T / sqrt(d_k)) V.")
+    for n, m, d_k, d_v in ((4, 6, 8, 3), (3, 5, 5, 2)):  # two widths: a scale written as a number fits only one
+        Q, K, V = torch.randn(n, d_k, generator=g), torch.randn(m, d_k, generator=g), torch.randn(m, d_v, generator=g)
+        scores = Q @ K.T  # (n, m)
+        weights = torch.softmax(scores / math.sqrt(d_k), -1)  # (n, m)
+        expected = weights @ V  # (n, d_v)
+        got = my_attention(Q.clone(), K.clone(), V.clone())
+        if isinstance(got, tuple) and len(got) == 2 and close(got[0], expected):
+            hint("return only the output (n, d_v), not a pair; the weights are not part of the answer here.")
+        got = require_tensor(got)
+        if close(got, expected):
+            continue
+        if close(got, weights):
+            hint("you returned the attention weights (n, m); multiply them by V to get the output (n, d_v).")
+        if close(got, weights @ K):
+            hint("you averaged the key rows; the weighted average is of the value rows: weights @ V.")
+        if got.shape != expected.shape:
+            hint(f"the output should have shape (n, d_v) = {tuple(expected.shape)}, got {tuple(got.shape)}.",
+                 generic=True)
+        mistakes = [
+            (torch.softmax(scores, -1) @ V, "you forgot the scale: divide the scores by sqrt(d_k) before the softmax."),
+            (torch.softmax(scores / d_k, -1) @ V,
+             "you divided by d_k; the scale is its square root, sqrt(d_k) (chapter 1 measured why)."),
+            (torch.softmax(scores / (d_k / 2), -1) @ V,
+             "operator precedence: d_k ** 1/2 is (d_k ** 1) / 2. Write math.sqrt(d_k) or d_k ** 0.5."),
+            (torch.softmax(scores / d_k / 2, -1) @ V,
+             "operator precedence: x / d_k ** 1/2 is (x / d_k) / 2. Write math.sqrt(d_k) or d_k ** 0.5."),
+            (torch.softmax(scores * math.sqrt(d_k), -1) @ V, "you multiplied by sqrt(d_k); divide by it."),
+            (torch.softmax(scores / math.sqrt(d_v), -1) @ V,
+             "you divided by sqrt(d_v), the width of the values; the scale is sqrt(d_k), the width of the "
+             "queries and keys (Q.shape[-1])."),
+            (torch.softmax(scores / math.sqrt(m), -1) @ V,
+             "you divided by the square root of a sequence length (the number of rows); the scale is "
+             "sqrt(d_k), the width of each query and key (Q.shape[-1])."),
+            (torch.softmax(scores / math.sqrt(n), -1) @ V,
+             "you divided by the square root of a sequence length (the number of rows); the scale is "
+             "sqrt(d_k), the width of each query and key (Q.shape[-1])."),
+            (torch.softmax(scores / math.sqrt(d_k), 0) @ V,
+             "softmax over the wrong axis: each query row must sum to 1 over the keys (dim=-1), not each column."),
+            (torch.softmax(scores, -1) / math.sqrt(d_k) @ V,
+             "the scale goes inside the softmax: softmax(Q K^T / sqrt(d_k)), not softmax(Q K^T) / sqrt(d_k)."),
+            ((scores / math.sqrt(d_k)) @ V, "the softmax is missing: the scaled scores must become weights "
+                                            "that are positive and sum to 1 in each row."),
+            (torch.sigmoid(scores / math.sqrt(d_k)) @ V,
+             "a sigmoid gives each weight separately; the weights of a row must sum to 1: use the softmax over "
+             "the keys."),
+            (torch.softmax(-scores / math.sqrt(d_k), -1) @ V,
+             "the sign of the scores is flipped: a larger q · k must give a larger weight."),
+            (torch.softmax(scores / math.sqrt(8), -1) @ V if d_k != 8 else expected,
+             f"for queries of width d_k = {d_k} the scale is sqrt({d_k}): compute it from the input, "
+             "Q.shape[-1], not from the example's numbers."),
+        ]
+        for wrong, message in mistakes:
+            if close(got, wrong):
+                hint(message)
+        hint(f"the output does not match softmax(Q K^T / sqrt(d_k)) V: {first_difference(got, expected)}.",
+             generic=True)
+    passed("softmax(Q K^T / sqrt(d_k)) V: one weighted average of the value rows per query.")
 
 
 @checker("Exercise 2.3")
 def causal(my_causal_mask) -> None:
     """``my_causal_mask(T)`` -> bool (T, T), True where query i may attend to key j (j <= i)."""
     for T in (4, 6, 1):  # T = 1 last: there, several mistakes look alike
-        got = my_causal_mask(T)
+        got = require_tensor(my_causal_mask(T), "a boolean tensor")
         expected = causal_mask(T)
-        if not isinstance(got, torch.Tensor):
-            hint(f"return a tensor, got {type(got).__name__}.")
-        if got.shape != (T, T):
-            hint(f"my_causal_mask({T}) should have shape ({T}, {T}), got {tuple(got.shape)}.")
+        if tuple(got.shape) != (T, T):
+            hint(f"my_causal_mask({T}) should have shape ({T}, {T}), got {tuple(got.shape)}.", generic=True)
         if got.dtype != torch.bool:
             if close(got, torch.zeros(T, T).masked_fill(~expected, float("-inf"))):
                 hint("that is the additive float mask (0 and -inf); the exercise asks for the boolean mask, True = may attend.")
-            hint(f"return a boolean tensor (True = may attend), got dtype {got.dtype}.")
+            hint(f"return a boolean tensor (True = may attend), got dtype {got.dtype}. Comparisons such "
+                 "as j <= i give one; so does torch.ones(T, T, dtype=torch.bool).tril().")
         if torch.equal(got, expected):
             continue
         if torch.equal(got, torch.ones(T, T, dtype=torch.bool).tril(-1)):
@@ -118,29 +168,42 @@ def causal(my_causal_mask) -> None:
                  "as in torch's scaled_dot_product_attention.")
         if torch.equal(got, expected.T):
             hint("you kept the upper triangle: query i (a row) may only look back, at keys j <= i (the lower triangle).")
-        hint(f"my_causal_mask({T}) is not the lower triangle including the diagonal.")
+        if torch.equal(got, torch.ones(T, T, dtype=torch.bool).tril(1)):
+            hint("one diagonal too many: query i may see keys j <= i, not j <= i + 1.")
+        if got.all():
+            hint("nothing is masked: query i must not see the keys after it (j > i).")
+        hint(f"my_causal_mask({T}) is not the lower triangle including the diagonal: "
+             f"{first_difference(got.int(), expected.int(), 'mask')}.", generic=True)
     passed("query i sees keys 0..i, itself included; the future (j > i) is hidden.")
 
 
 @checker("Exercise 2.4")
 def padding(my_padding_mask) -> None:
     """``my_padding_mask(lengths, S)`` -> bool (B, S), True where ``j < lengths[b]`` (a real token)."""
-    lengths = torch.tensor([3, 1, 4])
-    S = 4
-    expected = padding_mask(lengths, S)
-    got = my_padding_mask(lengths.clone(), S)
-    if not isinstance(got, torch.Tensor):
-        hint(f"return a tensor, got {type(got).__name__}.")
-    if got.shape != expected.shape:
-        if got.shape == expected.T.shape:
-            hint(f"the shape is (S, B); it should be (B, S) = {tuple(expected.shape)}, one row per sequence.")
-        hint(f"the mask should have shape (B, S) = {tuple(expected.shape)}, got {tuple(got.shape)}.")
-    if got.dtype != torch.bool:
-        hint(f"return a boolean tensor (True = a real token), got dtype {got.dtype}.")
-    if torch.equal(got, expected):
-        passed("positions 0..length-1 are real tokens; the padding after them is hidden.")
-    if torch.equal(got, ~expected):
-        hint("inverted: True must mean 'a real token that may be attended', as the rest of the companion uses.")
-    if torch.equal(got, torch.arange(S)[None, :] <= lengths[:, None]):
-        hint("one position too many: a sequence of length L holds positions 0..L-1, so use j < L, not j <= L.")
-    hint(f"for lengths {lengths.tolist()} and S={S} the mask should be {expected.int().tolist()}.")
+    # S larger than every length in the second case: a mask built from lengths.max() is too narrow.
+    for lengths, S in ((torch.tensor([3, 1, 4]), 4), (torch.tensor([2, 0, 5, 1]), 6)):
+        expected = padding_mask(lengths, S)
+        got = require_tensor(my_padding_mask(lengths.clone(), S), "a boolean tensor")
+        if got.shape != expected.shape:
+            if got.shape == expected.T.shape:
+                hint(f"the shape is (S, B); it should be (B, S) = {tuple(expected.shape)}, one row per sequence.")
+            if got.dim() == 2 and got.shape[0] == expected.shape[0] and got.shape[1] == int(lengths.max()):
+                hint("the mask must have S columns, the padded length you are given, even when every "
+                     "sequence is shorter than S: use torch.arange(S), not the longest length.")
+            hint(f"the mask should have shape (B, S) = {tuple(expected.shape)}, got {tuple(got.shape)}.", generic=True)
+        if got.dtype != torch.bool:
+            hint(f"return a boolean tensor (True = a real token), got dtype {got.dtype}.")
+        if torch.equal(got, expected):
+            continue
+        arange = torch.arange(S)[None, :]
+        if torch.equal(got, ~expected):
+            hint("inverted: True must mean 'a real token that may be attended', as the rest of the companion uses.")
+        if torch.equal(got, arange <= lengths[:, None]):
+            hint("one position too many: a sequence of length L holds positions 0..L-1, so use j < L, not j <= L.")
+        if torch.equal(got, arange < lengths[:, None] - 1):
+            hint("one position too few: a sequence of length L holds positions 0..L-1, so use j < L.")
+        if torch.equal(got, arange > lengths[:, None]) or torch.equal(got, arange >= lengths[:, None]):
+            hint("inverted: True must mean 'a real token that may be attended', as the rest of the companion uses.")
+        hint(f"for lengths {lengths.tolist()} and S={S} the mask should be {expected.int().tolist()}; "
+             f"{first_difference(got.int(), expected.int(), 'mask')}.", generic=True)
+    passed("positions 0..length-1 are real tokens; the padding after them is hidden.")

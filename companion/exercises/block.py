@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from ._core import checker, close, hint, passed
+import torch.nn.functional as F
+
+from ._core import as_count, checker, close, first_difference, hint, passed, require_tensor
 
 __all__ = ["feed_forward", "pre_norm_block", "block_params"]
 
@@ -22,24 +24,37 @@ def feed_forward(my_feed_forward) -> None:
     x = torch.randn(n, d, generator=g, dtype=torch.float64)
     W1, W2 = torch.randn(d, d_ff, generator=g, dtype=torch.float64), torch.randn(d_ff, d, generator=g, dtype=torch.float64)
     b1, b2 = torch.randn(d_ff, generator=g, dtype=torch.float64), torch.randn(d, generator=g, dtype=torch.float64)
-    out = my_feed_forward(x, W1, b1, W2, b2)
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (n, d):
-        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        hint(f"the output has one row per token and d = {d} columns, shape ({n}, {d}) (got {got}).")
+    out = require_tensor(my_feed_forward(x.clone(), W1.clone(), b1.clone(), W2.clone(), b2.clone()))
+    if close(out, torch.relu(x @ W1 + b1)):
+        hint("that is the hidden layer (n, d_ff); apply the second layer to it: hidden @ W2 + b2.")
+    if tuple(out.shape) != (n, d):
+        hint(f"the output has one row per token and d = {d} columns, shape ({n}, {d}) (got {tuple(out.shape)}).",
+             generic=True)
     right = torch.relu(x @ W1 + b1) @ W2 + b2
     if close(out, right):
         passed("two linear layers with a ReLU between them, applied to every token alike.")
-    if close(out, (x @ W1 + b1) @ W2 + b2):
-        hint("the ReLU between the two layers is missing: without it the two layers collapse into one linear map.")
-    if close(out, torch.relu(right)):
-        hint("no activation after the second layer: the output is added to the residual stream and may be negative.")
-    if close(out, torch.relu(x @ W1) @ W2):
-        hint("the biases b1 and b2 are missing.")
-    if close(out, torch.relu(x @ W1) @ W2 + b2) or close(out, torch.relu(x @ W1 + b1) @ W2):
-        hint("one of the two biases is missing: relu(x @ W1 + b1) @ W2 + b2.")
-    if close(out, x + right):
-        hint("return the sublayer's output only; the residual connection is added by the block (next exercise).")
-    hint("compute relu(x @ W1 + b1) @ W2 + b2.")
+    mistakes = [
+        ((x @ W1 + b1) @ W2 + b2, "the ReLU between the two layers is missing: without it the two layers "
+                                  "collapse into one linear map."),
+        (torch.relu(right), "no activation after the second layer: the output is added to the residual "
+                            "stream and may be negative."),
+        (torch.relu(x @ W1) @ W2, "the biases b1 and b2 are missing."),
+        (torch.relu(x @ W1) @ W2 + b2, "one of the two biases is missing: relu(x @ W1 + b1) @ W2 + b2."),
+        (torch.relu(x @ W1 + b1) @ W2, "one of the two biases is missing: relu(x @ W1 + b1) @ W2 + b2."),
+        ((torch.relu(x @ W1) + b1) @ W2 + b2, "add b1 before the ReLU: relu(x @ W1 + b1), then @ W2 + b2."),
+        (x + right, "return the sublayer's output only; the residual connection is added by the block "
+                    "(next exercise)."),
+        (F.gelu(x @ W1 + b1) @ W2 + b2, "this exercise uses the ReLU, max(0, h); you used the GELU (GPT-2's "
+                                        "choice, the companion's option)."),
+        (torch.sigmoid(x @ W1 + b1) @ W2 + b2, "the activation is the ReLU, max(0, h), not the sigmoid."),
+        (torch.tanh(x @ W1 + b1) @ W2 + b2, "the activation is the ReLU, max(0, h), not tanh."),
+        (torch.relu(-(x @ W1 + b1)) @ W2 + b2, "the ReLU keeps the positive part: torch.relu(h) = max(0, h), "
+                                               "not max(0, -h)."),
+    ]
+    for wrong, message in mistakes:
+        if close(out, wrong):
+            hint(message)
+    hint(f"compute relu(x @ W1 + b1) @ W2 + b2: {first_difference(out, right)}.", generic=True)
 
 
 def _pieces():
@@ -69,26 +84,33 @@ def _pieces():
 def pre_norm_block(my_pre_norm_block) -> None:
     """``my_pre_norm_block(x, attn, ff, norm1, norm2)``: ``h = x + attn(norm1(x))``; return ``h + ff(norm2(h))``."""
     x, attn, ff, n1, n2 = _pieces()
-    out = my_pre_norm_block(x.clone(), attn, ff, n1, n2)
-    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
-        hint(f"return a tensor of the input's shape {tuple(x.shape)}.")
+    out = require_tensor(my_pre_norm_block(x.clone(), attn, ff, n1, n2))
+    if out.shape != x.shape:
+        hint(f"return a tensor of the input's shape {tuple(x.shape)} (got {tuple(out.shape)}).", generic=True)
     h = x + attn(n1(x))
-    if close(out, h + ff(n2(h))):
+    right = h + ff(n2(h))
+    if close(out, right):
         passed("normalize, transform, add: the input passes to the output unchanged along the residual path.")
     post_h = n1(x + attn(x))
     if close(out, n2(post_h + ff(post_h))):
         hint("that is the post-norm block (the original transformer): normalize after the sum. Pre-norm "
              "normalizes the sublayer's input, x + attn(norm1(x)), and leaves the sum unnormalized.")
-    if close(out, ff(n2(attn(n1(x))))) or close(out, h + ff(n2(attn(n1(x))))) or close(out, ff(n2(h))):
+    if close(out, ff(n2(attn(n1(x))))) or close(out, h + ff(n2(attn(n1(x))))) or close(out, ff(n2(h))) or close(
+            out, attn(n1(x)) + ff(n2(attn(n1(x))))):
         hint("a residual connection is missing: each sublayer's output is ADDED to its input (x + ...).")
     if close(out, x + attn(n1(x)) + ff(n2(x))):
         hint("the feed-forward sublayer works on the output of the attention step h = x + attn(norm1(x)), not on x.")
     hn = n1(x) + attn(n1(x))
-    if close(out, hn + ff(n2(hn))):
+    if close(out, hn + ff(n2(hn))) or close(out, h + ff(n2(h)) - h + n2(h)):
         hint("the residual adds the un-normalized input: x + attn(norm1(x)), not norm1(x) + attn(norm1(x)).")
-    if close(out, h + ff(n1(h))):
-        hint("use norm2 (its own scale and shift) before the feed-forward network, not norm1 again.")
-    hint("h = x + attn(norm1(x)); return h + ff(norm2(h)).")
+    if close(out, h + ff(n1(h))) or close(out, x + attn(n2(x)) + ff(n1(x + attn(n2(x))))):
+        hint("use norm1 before attention and norm2 (its own scale and shift) before the feed-forward network.")
+    if close(out, h + ff(h)) or close(out, x + attn(x) + ff(n2(x + attn(x)))) or close(out, x + attn(x) + ff(x + attn(x))):
+        hint("a norm is missing: each sublayer reads the normalized input, attn(norm1(x)) and ff(norm2(h)).")
+    hf = x + ff(n2(x))
+    if close(out, hf + attn(n1(hf))):
+        hint("attention comes first, then the feed-forward network.")
+    hint(f"h = x + attn(norm1(x)); return h + ff(norm2(h)): {first_difference(out, right)}.", generic=True)
 
 
 def _right_count(d_model: int, d_ff: int) -> int:
@@ -101,11 +123,7 @@ def block_params(my_block_params) -> None:
     two LayerNorms with scale and shift, feed-forward with biases)."""
     cases = [(768, 12, 3072), (64, 4, 100), (30, 3, 7)]
     for d, h, d_ff in cases:
-        got = my_block_params(d, h, d_ff)
-        try:
-            got = int(got)
-        except Exception:
-            hint(f"return a whole number (got {type(got).__name__}).")
+        got = as_count(my_block_params(d, h, d_ff), f"my_block_params({d}, {h}, {d_ff})")
         right = _right_count(d, d_ff)
         if got == right:
             continue
@@ -126,6 +144,11 @@ def block_params(my_block_params) -> None:
                  "attention has 4 d_model^2 (+ 4 d_model) parameters whatever n_heads is.")
         if got == right + (h - 1) * 3 * (d * d // h) or got == right - 3 * d * d + 3 * d * (d // h):
             hint("each head's W_Q is d_model x d_head, and there are n_heads of them: together d_model x d_model.")
+        if got == right - 2 * d:
+            hint("each LayerNorm has two vectors of size d_model, a scale and a shift: 4 d_model for the two.")
+        if got == right - d_ff - d:
+            hint("the feed-forward biases are missing: d_ff for the first layer and d_model for the second.")
         hint(f"for d_model={d}, n_heads={h}, d_ff={d_ff} the count is not {got}: add attention (four "
-             "d_model x d_model matrices with biases), two LayerNorms and the two feed-forward layers with biases.")
+             "d_model x d_model matrices with biases), two LayerNorms and the two feed-forward layers with biases.",
+             generic=True)
     passed("one block has 4d² + 2 d d_ff weights plus 9d + d_ff biases and norm parameters; 12d² + 13d with d_ff = 4d.")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from ._core import checker, close, hint, passed
+import torch.nn.functional as F
+
+from ._core import checker, close, first_difference, hint, passed, recording, require_tensor
 
 __all__ = ["layer_norm", "batch_norm", "rms_norm"]
 
@@ -28,17 +30,36 @@ def _normalize(x, dim, eps, unbiased=False, eps_outside=False):
     return (x - mean) / (var.sqrt() + eps) if eps_outside else (x - mean) / torch.sqrt(var + eps)
 
 
+#: Exercise 4.1 asks for LayerNorm from the formula, not the library's (nn.LayerNorm calls F.layer_norm).
+_LIBRARY_LAYER_NORM = {
+    "torch.nn.functional.layer_norm": (F, "layer_norm"),
+    "torch.layer_norm": (torch, "layer_norm"),
+    "torch.nn.functional.group_norm": (F, "group_norm"),
+}
+
+
+def _output(out, x) -> torch.Tensor:
+    out = require_tensor(out)
+    if out.shape != x.shape:
+        if out.shape == x.T.shape:
+            hint(f"the output is transposed: it must have the input's shape {tuple(x.shape)}, one row per token.")
+        hint(f"the output must have the input's shape {tuple(x.shape)} (got {tuple(out.shape)}).", generic=True)
+    return out
+
+
 @checker("Exercise 4.1")
 def layer_norm(my_layer_norm) -> None:
     """``my_layer_norm(x, weight, bias, eps)``: x ``(n, d)`` -> ``(n, d)``, each row normalized."""
     for seed, eps in [(0, 1e-5), (1, 0.5)]:  # a large eps makes "eps outside the sqrt" visible
         x, w, b = _inputs(seed)
-        out = my_layer_norm(x.clone(), w, b, eps)
-        if not isinstance(out, torch.Tensor):
-            hint(f"return a torch.Tensor (got {type(out).__name__}).")
-        if out.shape != x.shape:
-            hint(f"the output must have the input's shape {tuple(x.shape)} (got {tuple(out.shape)}).")
-        if close(out, _normalize(x, -1, eps) * w + b):
+        with recording(_LIBRARY_LAYER_NORM) as calls:
+            out = my_layer_norm(x.clone(), w.clone(), b.clone(), eps)
+        if calls:
+            hint(f"your function calls {calls[0]}; the exercise is to write LayerNorm from its formula "
+                 "with tensor arithmetic: (x - mean) / sqrt(var + eps) * weight + bias, per row.")
+        out = _output(out, x)
+        right = _normalize(x, -1, eps) * w + b
+        if close(out, right):
             continue
         if close(out, _normalize(x, 0, eps) * w + b):
             hint("you normalized each feature over the rows (the batch): that is batch normalization. "
@@ -51,13 +72,22 @@ def layer_norm(my_layer_norm) -> None:
         if close(out, _normalize(x, -1, eps, unbiased=True) * w + b):
             hint("use the biased variance (divide by d, `unbiased=False`), as LayerNorm does; "
                  "`torch.var` divides by d - 1 by default.")
+        if eps > 0.1 and close(out, _normalize(x, -1, 0.0) * w + b):
+            hint("`eps` is missing: divide by sqrt(var + eps). It keeps a row of equal values from a division by 0.")
+        if close(out, (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, unbiased=False) + eps) * w + b):
+            hint("divide by the standard deviation, sqrt(var + eps), not by the variance.")
         if close(out, _normalize(x, -1, eps)):
             hint("the rows are normalized, but the learned scale `weight` and shift `bias` are missing.")
         if close(out, _normalize(x, -1, eps) * w):
             hint("the shift `bias` is missing: y = x_hat * weight + bias.")
+        if close(out, _normalize(x, -1, eps) + b):
+            hint("the scale `weight` is missing: y = x_hat * weight + bias.")
         if close(out, (_normalize(x, -1, eps) + b) * w):
             hint("scale first, then shift: y = x_hat * weight + bias, not (x_hat + bias) * weight.")
-        hint("the values differ from (x - mean) / sqrt(var + eps) * weight + bias, with mean and var over each row.")
+        if close(out, (x - x.mean(-1, keepdim=True)) * w + b):
+            hint("you centred each row but did not divide by its standard deviation sqrt(var + eps).")
+        hint("the values differ from (x - mean) / sqrt(var + eps) * weight + bias, with mean and var over "
+             f"each row: {first_difference(out, right)}.", generic=True)
     passed("each token is normalized over its own features, with eps inside the square root.")
 
 
@@ -66,19 +96,28 @@ def batch_norm(my_batch_norm) -> None:
     """``my_batch_norm(x, eps)``: x ``(n, d)`` -> ``(n, d)``, each column normalized over the rows."""
     for seed, eps in [(0, 1e-5), (2, 0.5)]:
         x, _, _ = _inputs(seed)
-        out = my_batch_norm(x.clone(), eps)
-        if not isinstance(out, torch.Tensor) or out.shape != x.shape:
-            hint(f"return a tensor of the input's shape {tuple(x.shape)}.")
-        if close(out, _normalize(x, 0, eps)):
+        out = _output(my_batch_norm(x.clone(), eps), x)
+        right = _normalize(x, 0, eps)
+        if close(out, right):
             continue
         if close(out, _normalize(x, -1, eps)):
             hint("you normalized each row over its features: that is LayerNorm. BatchNorm takes the "
                  "statistics of each feature (column) over the batch (dim=0).")
+        if close(out, (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps)):
+            hint("you took one mean and one variance over the whole tensor; BatchNorm takes them for each "
+                 "column separately: x.mean(dim=0, keepdim=True).")
         if close(out, _normalize(x, 0, eps, eps_outside=True)):
             hint("`eps` goes inside the square root: sqrt(var + eps).")
         if close(out, _normalize(x, 0, eps, unbiased=True)):
             hint("normalize with the biased variance (divide by n, `unbiased=False`), as BatchNorm does in training.")
-        hint("the values differ from (x - mean) / sqrt(var + eps) with mean and var of each column.")
+        if eps > 0.1 and close(out, _normalize(x, 0, 0.0)):
+            hint("`eps` is missing: divide by sqrt(var + eps).")
+        if close(out, (x - x.mean(0, keepdim=True)) / (x.var(0, keepdim=True, unbiased=False) + eps)):
+            hint("divide by the standard deviation, sqrt(var + eps), not by the variance.")
+        if close(out, x - x.mean(0, keepdim=True)):
+            hint("you centred each column but did not divide by its standard deviation sqrt(var + eps).")
+        hint("the values differ from (x - mean) / sqrt(var + eps) with mean and var of each column: "
+             f"{first_difference(out, right)}.", generic=True)
     passed("each feature is normalized over the batch; compare with the LayerNorm rows above.")
 
 
@@ -87,11 +126,10 @@ def rms_norm(my_rms_norm) -> None:
     """``my_rms_norm(x, weight, eps)``: x ``(n, d)`` -> ``(n, d)``, ``x / sqrt(mean(x**2) + eps) * weight``."""
     for seed, eps in [(0, 1e-6), (3, 0.5)]:
         x, w, _ = _inputs(seed)
-        out = my_rms_norm(x.clone(), w, eps)
-        if not isinstance(out, torch.Tensor) or out.shape != x.shape:
-            hint(f"return a tensor of the input's shape {tuple(x.shape)}.")
+        out = _output(my_rms_norm(x.clone(), w.clone(), eps), x)
         ms = x.pow(2).mean(-1, keepdim=True)
-        if close(out, x / torch.sqrt(ms + eps) * w):
+        right = x / torch.sqrt(ms + eps) * w
+        if close(out, right):
             continue
         if close(out, _normalize(x, -1, eps) * w):
             hint("RMSNorm does not subtract the mean: divide x itself by the root mean square of its row.")
@@ -101,7 +139,17 @@ def rms_norm(my_rms_norm) -> None:
             hint("take the mean of the squares over the features, not their sum.")
         if close(out, x / torch.sqrt(x.pow(2).mean(0, keepdim=True) + eps) * w):
             hint("the mean square is taken over each row's features (dim=-1), not over the batch.")
+        if close(out, x / torch.sqrt(x.pow(2).mean() + eps) * w):
+            hint("you took one mean square over the whole tensor; RMSNorm takes it for each row (dim=-1, keepdim=True).")
         if close(out, x / torch.sqrt(ms + eps)):
             hint("multiply by the learned scale `weight` at the end.")
-        hint("the values differ from x / sqrt(mean(x**2 over the row) + eps) * weight.")
+        if close(out, x / (ms + eps) * w):
+            hint("divide by the square root of the mean square, sqrt(mean(x**2) + eps), not by the mean square itself.")
+        if close(out, x / torch.sqrt(x.abs().mean(-1, keepdim=True) + eps) * w) or close(
+                out, x / torch.sqrt(x.mean(-1, keepdim=True).pow(2) + eps) * w):
+            hint("square first, then average: mean(x**2), the mean of the squares (not the square of the mean).")
+        if eps > 0.1 and close(out, x / torch.sqrt(ms) * w):
+            hint("`eps` is missing: divide by sqrt(mean(x**2) + eps).")
+        hint("the values differ from x / sqrt(mean(x**2 over the row) + eps) * weight: "
+             f"{first_difference(out, right)}.", generic=True)
     passed("RMSNorm rescales each token without centring it.")

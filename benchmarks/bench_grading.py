@@ -1,0 +1,121 @@
+"""How long does grading a class take? Grades N varied submissions of one chapter.
+
+    .venv/bin/python benchmarks/bench_grading.py                     # 30 notebooks of chapter 2, 2 jobs
+    .venv/bin/python benchmarks/bench_grading.py --chapter 6 --n 10  # a heavier chapter
+    .venv/bin/python benchmarks/bench_grading.py --jobs 4 --json bench.json
+
+The submissions are made from the book's notebook of the chapter: for each exercise, at random
+(seeded), the book's answer, the untouched stub, a wrong answer (returns 0) or one that raises;
+one in five also has its check cells deleted. They are graded with ``companion.grade.grade``
+exactly as ``python -m companion.grade`` does (sandboxed kernels, default limits), and the script
+prints the wall-clock time of the whole run and a per-notebook breakdown:
+
+* ``kernel start``: starting the sandboxed kernel;
+* ``notebook``: running the student's cells;
+* ``checks``: the grader's checks (calls into the kernel included);
+* ``overhead``: the rest of the time from the worker's start to its result: forking the worker
+  process, stopping the kernel, removing its folder.
+
+Measure on an idle machine: on a busy one every figure grows with the load (the load averages
+at the start and the end are printed with the results).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from companion import student  # noqa: E402
+from companion.grade import Options, grade  # noqa: E402
+from companion.grading import registry  # noqa: E402
+
+
+def submissions(chapter: registry.Chapter, n: int, folder: Path, seed: int = 0) -> list[Path]:
+    """``n`` varied student notebooks of ``chapter`` written into ``folder``."""
+    rng = random.Random(seed)
+    book = nbformat.read(ROOT / "book" / chapter.notebook, as_version=4)
+    solutions = [i for i, c in enumerate(book.cells) if student.is_solution(c)]
+    checks = set(student.check_cells(book))
+    paths = []
+    for k in range(n):
+        nb = student.student_version(book, chapter.notebook)
+        for index, ex in zip(solutions, chapter.exercises):
+            kind = rng.choice(["right", "right", "stub", "wrong", "raises"])
+            if kind == "right":
+                nb.cells[index].source = book.cells[index].source
+            elif kind == "wrong":
+                nb.cells[index].source = "\n\n".join(f"def {name}(*args, **kwargs):\n    return 0" for name in ex.names)
+            elif kind == "raises":
+                nb.cells[index].source = "\n\n".join(
+                    f"def {name}(*args, **kwargs):\n    raise ValueError('not finished')" for name in ex.names)
+        if k % 5 == 4:
+            nb.cells = [c for i, c in enumerate(nb.cells) if i not in checks]
+        nb.cells.append(new_code_cell(f"# submission {k}"))
+        path = folder / f"student_{k:02d}_{chapter.notebook}"
+        nbformat.write(nb, path)
+        paths.append(path)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chapter", type=int, default=2, help="the chapter (default: 2)")
+    parser.add_argument("--n", type=int, default=30, help="number of submissions (default: 30)")
+    parser.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (default: 2)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    chapters = registry.load()
+    chapter = chapters[args.chapter]
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
+        folder = Path(tmp) / "submissions"
+        folder.mkdir()
+        submissions(chapter, args.n, folder)
+        options = Options(out=Path(tmp) / "gradebook.csv", jobs=args.jobs, progress=True)
+        start = time.perf_counter()
+        entries = grade([str(folder)], options, chapters)
+        wall = time.perf_counter() - start
+    load_after = os.getloadavg()
+    graded = [e for e in entries if not e["problem"]]
+    rows = [{"submission": Path(e["submission"]).name, "seconds": e["seconds"], "kernel start": e["seconds_start"],
+             "notebook": e["seconds_notebook"], "checks": e["seconds_checks"],
+             "overhead": round(e["seconds"] - e["seconds_start"] - e["seconds_notebook"] - e["seconds_checks"], 2),
+             "total": e["total"], "out_of": e["out_of"]} for e in graded]
+    print(f"\nchapter {chapter.chapter} ({chapter.title}): {len(graded)} of {len(entries)} notebooks graded, "
+          f"{args.jobs} at a time, on {os.cpu_count()} CPUs")
+    print(f"wall clock: {wall:.1f} s ({wall / max(len(entries), 1):.2f} s per notebook)")
+    print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} "
+          f"(an idle machine reads about 0; each unit of load slows the figures)")
+    print("\nper notebook (seconds)   median    mean     max")
+    for key in ("seconds", "kernel start", "notebook", "checks", "overhead"):
+        values = [r[key] for r in rows]
+        if values:
+            label = {"seconds": "total in its worker"}.get(key, key)
+            print(f"  {label:<22}{statistics.median(values):8.2f}{statistics.mean(values):8.2f}{max(values):8.2f}")
+    print("\n" + "\n".join(f"  {r['submission']}: {r['seconds']:.1f} s (kernel start {r['kernel start']:.1f}, notebook "
+                           f"{r['notebook']:.1f}, checks {r['checks']:.2f}, overhead {r['overhead']:.1f}), "
+                           f"{r['total']:g}/{r['out_of']:g} points" for r in rows))
+    problems = [e for e in entries if e["problem"]]
+    for e in problems:
+        print(f"  PROBLEM {e['submission']}: {e['problem']}")
+    if args.json:
+        args.json.write_text(json.dumps({"chapter": chapter.chapter, "n": len(entries), "jobs": args.jobs, "cpus": os.cpu_count(),
+                                         "wall_seconds": round(wall, 2), "load_before": load_before, "load_after": load_after,
+                                         "notebooks": rows}, indent=1) + "\n")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

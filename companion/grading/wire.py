@@ -1,0 +1,466 @@
+"""How values travel between the grader and a student's kernel.
+
+Two directions, two formats:
+
+* **kernel -> grader** (untrusted: the student's code produced it): a *safetensors* file whose
+  header metadata holds a JSON description of the value. Loading it runs no code: JSON gives
+  only ``None``, booleans, numbers, strings, lists and dicts, safetensors gives only tensors,
+  and :func:`decode` builds nothing but plain containers, tensors, NumPy arrays and scalars,
+  and placeholders (:class:`Remote`) for objects that stay in the kernel.
+* **grader -> kernel** (trusted: the grader's own arguments): ``torch.save``, so that a model,
+  an optimizer and the tensors they share arrive as one object graph. Functions that cannot be
+  pickled (lambdas, closures) and grader objects that cannot be pickled are sent *by reference*:
+  the kernel gets a proxy that calls back into the grader (see :mod:`companion.grading.kernel`).
+
+The kernel-side encoder never fails: a value it cannot describe becomes a *handle*, a reference
+to the object kept in the kernel, which the grader sees as a :class:`Remote` placeholder.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import os
+import pickle
+import sys
+import types
+from typing import Any, Callable
+
+import torch
+
+#: The safetensors metadata key that holds the JSON description.
+META_KEY = "course-grader"
+#: Results larger than this are refused (a student's function could return 100 GB).
+MAX_BYTES = 256 * 2**20
+_MAX_DEPTH = 64
+_MAX_ITEMS = 1_000_000  # elements of all containers together
+_MAX_STR = 10_000_000
+
+
+class WireError(Exception):
+    """A file from the kernel could not be read as a value (too large, malformed, forged)."""
+
+
+# --------------------------------------------------------------------------------- encoding
+class _TooLarge(Exception):
+    pass
+
+
+class _Encoder:
+    """Turns a value into (JSON-able structure, {name: tensor}); unknown objects become handles."""
+
+    def __init__(self, handle: Callable[[Any], int] | None):
+        self.handle = handle
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.items = 0
+        self.bytes = 0
+        self.active: set[int] = set()  # containers being encoded (to detect cycles)
+
+    def _tensor(self, t: torch.Tensor) -> str:
+        size = t.numel() * t.element_size()
+        if self.bytes + size > MAX_BYTES - 2**20:
+            raise _TooLarge(size)
+        self.bytes += size
+        name = f"t{len(self.tensors)}"
+        plain = t.detach()
+        if type(plain) is not torch.Tensor:
+            plain = plain.as_subclass(torch.Tensor)
+        self.tensors[name] = plain.cpu().contiguous().clone()
+        return name
+
+    def _opaque(self, obj: Any, why: str) -> dict:
+        kind = type(obj)
+        info = {"type": kind.__name__, "module": getattr(kind, "__module__", "?") or "?", "why": why}
+        try:
+            info["callable"] = bool(callable(obj))
+        except Exception:
+            info["callable"] = False
+        if self.handle is not None:
+            try:
+                info["id"] = self.handle(obj)
+            except Exception:
+                pass
+        return {"$remote": info}
+
+    def encode(self, obj: Any, depth: int = 0) -> Any:
+        self.items += 1
+        if depth > _MAX_DEPTH or self.items > _MAX_ITEMS:
+            return self._opaque(obj, "too deeply nested or too large")
+        kind = type(obj)
+        if obj is None or kind is bool or kind is str and len(obj) <= _MAX_STR:
+            return obj
+        if kind is int:
+            return obj if abs(obj) < 2**53 else {"$int": str(obj)}
+        if kind is float:
+            return obj if math.isfinite(obj) else {"$float": repr(obj)}
+        if obj is Ellipsis:
+            return {"$ellipsis": True}
+        if isinstance(obj, torch.Tensor):
+            try:
+                if obj.is_sparse or obj.is_quantized or obj.is_meta or obj.is_nested:
+                    return self._opaque(obj, "a sparse, quantized, meta or nested tensor")
+                name = self._tensor(obj)
+                return {"$tensor": name, "requires_grad": bool(obj.requires_grad)}
+            except _TooLarge as exc:
+                return self._opaque(obj, f"a tensor too large to send back ({exc.args[0] / 2**20:.0f} MB)")
+            except Exception:
+                return self._opaque(obj, "a tensor that could not be copied")
+        if kind is complex:
+            return {"$complex": [self.encode(obj.real), self.encode(obj.imag)]}
+        if kind in (bytes, bytearray) and len(obj) <= _MAX_STR:
+            return {"$bytes": base64.b64encode(bytes(obj)).decode(), "bytearray": kind is bytearray}
+        if isinstance(obj, torch.dtype):
+            return {"$dtype": str(obj).removeprefix("torch.")}
+        if isinstance(obj, torch.device):
+            return {"$device": str(obj)}
+        if kind is torch.Size:
+            return {"$size": [int(n) for n in obj]}
+        if kind is range:
+            return {"$range": [obj.start, obj.stop, obj.step]}
+        if kind is slice:
+            return {"$slice": [self.encode(obj.start, depth + 1), self.encode(obj.stop, depth + 1), self.encode(obj.step, depth + 1)]}
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and isinstance(obj, numpy.ndarray):
+            if obj.dtype.kind in "biufc":
+                try:
+                    return {"$ndarray": self._tensor(torch.from_numpy(numpy.ascontiguousarray(obj))), "dtype": obj.dtype.str}
+                except _TooLarge:
+                    return self._opaque(obj, "an array too large to send back")
+                except Exception:
+                    pass
+            return self._opaque(obj, f"a NumPy array of dtype {obj.dtype}")
+        if numpy is not None and isinstance(obj, numpy.generic) and obj.dtype.kind in "biufc":
+            value = obj.item()
+            return {"$npscalar": self.encode(value, depth + 1), "dtype": obj.dtype.str}
+        base = next((b for b in (list, tuple, set, frozenset, dict) if isinstance(obj, b)), None)
+        if base is not None:
+            if id(obj) in self.active:
+                return self._opaque(obj, "a container that contains itself")
+            self.active.add(id(obj))
+            try:
+                if base is dict:  # OrderedDict, defaultdict, ... arrive as plain dicts
+                    return {"$dict": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in list(dict.items(obj))]}
+                items = [self.encode(x, depth + 1) for x in list(base.__iter__(obj))]
+                if base is list:
+                    return items
+                out = {"$" + base.__name__: items}
+                fields = getattr(kind, "_fields", None) or getattr(kind, "__match_args__", None)
+                if base is tuple and kind is not tuple and isinstance(fields, tuple) and len(fields) == len(items):
+                    out["fields"] = [str(f) for f in fields]  # a named tuple, or torch.return_types.*
+                    out["name"] = kind.__name__
+                return out
+            finally:
+                self.active.discard(id(obj))
+        return self._opaque(obj, "not plain data")
+
+
+def encode(obj: Any, handle: Callable[[Any], int] | None = None) -> tuple[Any, dict[str, torch.Tensor]]:
+    """``(structure, tensors)`` describing ``obj``; objects that are not plain data become
+    ``{"$remote": {...}}``, with an ``id`` from ``handle(obj)`` when ``handle`` is given."""
+    enc = _Encoder(handle)
+    return enc.encode(obj), enc.tensors
+
+
+def write_safe(path: str | os.PathLike, obj: Any, handle: Callable[[Any], int] | None = None) -> None:
+    """Write ``obj`` in the safe format (safetensors + JSON), for the grader to read."""
+    from safetensors.torch import save_file
+
+    structure, tensors = encode(obj, handle)
+    text = json.dumps(structure, allow_nan=False)
+    tmp = f"{path}.part"
+    save_file(tensors, tmp, metadata={META_KEY: text})
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------------- decoding
+class Remote:
+    """A placeholder for an object that stayed in the student's kernel.
+
+    The grader sees one where the student's code returned something that is not plain data (a
+    function, a module, an object of the student's own class). Its class is named after the
+    student's type, so that a checker's ``type(got).__name__`` reads naturally; the session gives
+    it behaviour (calling it calls the object in the kernel). Without a session it only answers
+    ``repr``.
+    """
+
+    __slots__ = ("_remote_info", "_remote_session")
+
+    def __init__(self, info: dict, session: Any = None):
+        object.__setattr__(self, "_remote_info", info)
+        object.__setattr__(self, "_remote_session", session)
+
+    def __repr__(self) -> str:
+        info = self._remote_info
+        return f"<{info.get('type', 'object')} object in the student's kernel>"
+
+    def _remote(self, op: str, **payload: Any) -> Any:
+        session = self._remote_session
+        if session is None or "id" not in self._remote_info:
+            raise TypeError(f"a {self._remote_info.get('type', 'object')} object ({self._remote_info.get('why', 'not plain data')}) cannot be used by the grader")
+        return session.remote(self, op, **payload)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._remote_info.get("callable"):
+            raise TypeError(f"'{self._remote_info.get('type', 'object')}' object is not callable")
+        return self._remote("call", args=args, kwargs=kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._remote("getattr", name=name)
+
+    def __iter__(self):
+        return iter(self._remote("list"))
+
+    def __len__(self) -> int:
+        value = self._remote("len")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise TypeError("__len__ of the student's object did not return a non-negative int")
+        return value
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._remote("getitem", key=key)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("objects of the student's kernel cannot be changed by the grader")
+
+
+_REMOTE_CLASSES: dict[str, type] = {}
+
+
+def remote_class(type_name: str) -> type:
+    """The :class:`Remote` subclass named ``type_name`` (so ``type(x).__name__`` is the student's)."""
+    name = type_name if type_name.isidentifier() else "object"
+    if name not in _REMOTE_CLASSES:
+        _REMOTE_CLASSES[name] = type(name, (Remote,), {"__slots__": (), "__module__": "student"})
+    return _REMOTE_CLASSES[name]
+
+
+_NAMED_TUPLES: dict[tuple, type] = {}
+
+
+def named_tuple(name: str, fields: list[str]) -> type:
+    """A named tuple class like the student's (so that ``result.values`` works), made safely."""
+    import collections
+    import keyword
+
+    name = name if name.isidentifier() and not keyword.iskeyword(name) else "result"
+    ok = all(f.isidentifier() and not keyword.iskeyword(f) and not f.startswith("_") for f in fields)
+    fields = fields if ok and len(set(fields)) == len(fields) else [f"field{i}" for i in range(len(fields))]
+    key = (name, tuple(fields))
+    if key not in _NAMED_TUPLES:
+        _NAMED_TUPLES[key] = collections.namedtuple(name, fields)
+    return _NAMED_TUPLES[key]
+
+
+def _dtype(name: Any) -> torch.dtype:
+    value = getattr(torch, str(name), None)
+    if not isinstance(value, torch.dtype):
+        raise WireError(f"unknown dtype {name!r}")
+    return value
+
+
+class _Decoder:
+    def __init__(self, tensors: dict[str, torch.Tensor], session: Any):
+        self.tensors, self.session = tensors, session
+
+    def _tensor(self, name: Any) -> torch.Tensor:
+        if not isinstance(name, str) or name not in self.tensors:
+            raise WireError(f"a reference to a missing tensor {name!r}")
+        return self.tensors[name]
+
+    def decode(self, x: Any, depth: int = 0) -> Any:
+        if depth > _MAX_DEPTH + 2:
+            raise WireError("too deeply nested")
+        if x is None or isinstance(x, (bool, int, float, str)):
+            return x
+        if isinstance(x, list):
+            return [self.decode(v, depth + 1) for v in x]
+        if not isinstance(x, dict) or len(x) == 0:
+            raise WireError(f"unexpected {type(x).__name__} in the description")
+        tag = next(iter(x))
+        v = x[tag]
+        if tag == "$tensor":
+            t = self._tensor(v)
+            if x.get("requires_grad") is True and (t.is_floating_point() or t.is_complex()):
+                t = t.requires_grad_(True)
+            return t
+        if tag == "$tuple":
+            items = tuple(self.decode(e, depth + 1) for e in self._list(v))
+            fields = x.get("fields")
+            if isinstance(fields, list) and len(fields) == len(items):
+                return named_tuple(str(x.get("name", "result")), [str(f) for f in fields])(*items)
+            return items
+        if tag == "$set":
+            return {self.decode(e, depth + 1) for e in self._list(v)}
+        if tag == "$frozenset":
+            return frozenset(self.decode(e, depth + 1) for e in self._list(v))
+        if tag == "$dict":
+            out = {}
+            for pair in self._list(v):
+                if not isinstance(pair, list) or len(pair) != 2:
+                    raise WireError("a malformed dict entry")
+                out[self.decode(pair[0], depth + 1)] = self.decode(pair[1], depth + 1)
+            return out
+        if tag == "$int":
+            return int(str(v))
+        if tag == "$float":
+            if v not in ("nan", "inf", "-inf"):
+                raise WireError(f"a malformed float {v!r}")
+            return float(v)
+        if tag == "$ellipsis":
+            return Ellipsis
+        if tag == "$complex":
+            re_, im = self._list(v)
+            return complex(float(self.decode(re_)), float(self.decode(im)))
+        if tag == "$bytes":
+            data = base64.b64decode(str(v), validate=True)
+            return bytearray(data) if x.get("bytearray") is True else data
+        if tag == "$dtype":
+            return _dtype(v)
+        if tag == "$device":
+            return torch.device(str(v))
+        if tag == "$size":
+            return torch.Size([int(n) for n in self._list(v)])
+        if tag == "$range":
+            start, stop, step = (int(n) for n in self._list(v))
+            return range(start, stop, step)
+        if tag == "$slice":
+            return slice(*(self.decode(e, depth + 1) for e in self._list(v)[:3]))
+        if tag == "$ndarray":
+            import numpy
+
+            dtype = numpy.dtype(str(x.get("dtype")))
+            if dtype.kind not in "biufc":
+                raise WireError(f"an array of dtype {dtype}")
+            return self._tensor(v).numpy().astype(dtype, copy=True)
+        if tag == "$npscalar":
+            import numpy
+
+            dtype = numpy.dtype(str(x.get("dtype")))
+            if dtype.kind not in "biufc":
+                raise WireError(f"a scalar of dtype {dtype}")
+            return dtype.type(self.decode(v, depth + 1))
+        if tag == "$remote":
+            if not isinstance(v, dict):
+                raise WireError("a malformed remote object")
+            info = {
+                "type": str(v.get("type", "object"))[:100],
+                "module": str(v.get("module", "?"))[:200],
+                "why": str(v.get("why", ""))[:200],
+                "callable": v.get("callable") is True,
+            }
+            if isinstance(v.get("id"), int) and not isinstance(v.get("id"), bool):
+                info["id"] = v["id"]
+            return remote_class(info["type"])(info, self.session)
+        raise WireError(f"an unknown tag {tag!r}")
+
+    @staticmethod
+    def _list(v: Any) -> list:
+        if not isinstance(v, list):
+            raise WireError("a malformed container")
+        return v
+
+
+def decode(structure: Any, tensors: dict[str, torch.Tensor], session: Any = None) -> Any:
+    """The value described by ``structure`` (see :func:`encode`). Raises :class:`WireError`."""
+    try:
+        return _Decoder(tensors, session).decode(structure)
+    except WireError:
+        raise
+    except (Exception, RecursionError) as exc:  # forged or malformed: never crash the grader
+        raise WireError(f"a malformed description ({type(exc).__name__}: {exc})") from None
+
+
+def read_safe(path: str | os.PathLike, session: Any = None, max_bytes: int = MAX_BYTES) -> Any:
+    """Read a value written by :func:`write_safe`. Raises :class:`WireError`; runs no code."""
+    from safetensors import safe_open
+
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise WireError(f"no reply file ({exc.strerror})") from None
+    if size > max_bytes:
+        raise WireError(f"the value is too large to send back ({size / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB)")
+    try:
+        tensors = {}
+        with safe_open(os.fspath(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            for key in f.keys():
+                tensors[key] = f.get_tensor(key)
+        text = meta.get(META_KEY)
+        if not isinstance(text, str):
+            raise WireError("the reply file has no description")
+        structure = json.loads(text)
+    except WireError:
+        raise
+    except Exception as exc:
+        raise WireError(f"an unreadable reply file ({type(exc).__name__}: {exc})") from None
+    return decode(structure, tensors, session)
+
+
+# ----------------------------------------------------------------- grader -> kernel (pickle)
+def importable(fn: Any) -> bool:
+    """True when ``fn`` can be pickled by reference: found again under its module and name."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    obj: Any = module
+    for part in (getattr(fn, "__qualname__", "") or "").split("."):
+        if part.startswith("<") or obj is None:
+            return False
+        obj = getattr(obj, part, None)
+    return obj is fn
+
+
+class _ByReference:
+    """Marks an argument that must stay in the grader (the kernel gets a proxy)."""
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+
+def make_pickle_module(refer: Callable[[Any], tuple], remote: Callable[[Remote], tuple]) -> types.SimpleNamespace:
+    """A ``pickle_module`` for ``torch.save`` that sends unpicklable functions by reference.
+
+    ``refer(obj)`` and ``remote(obj)`` return the reduce tuples for a grader object kept by
+    reference and for a placeholder of a kernel object.
+    """
+
+    class Pickler(pickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, Remote):
+                return remote(obj)
+            if isinstance(obj, _ByReference):
+                return refer(obj.obj)
+            if isinstance(obj, types.FunctionType) and not importable(obj):
+                return refer(obj)  # a lambda or a closure: pickle would refuse it
+            return NotImplemented
+
+    return types.SimpleNamespace(Pickler=Pickler, Unpickler=pickle.Unpickler, load=pickle.load, dump=pickle.dump,
+                                 loads=pickle.loads, dumps=pickle.dumps, __name__="pickle")
+
+
+def write_pickle(path: str | os.PathLike, obj: Any, pickle_module: types.SimpleNamespace) -> None:
+    """``torch.save`` ``obj``; top-level items of a tuple/list/dict that cannot be pickled go by reference."""
+    def picklable(x: Any) -> bool:
+        try:
+            torch.save(x, io.BytesIO(), pickle_module=pickle_module)
+            return True
+        except Exception:
+            return False
+
+    def mark(x: Any) -> Any:
+        if isinstance(x, (Remote, _ByReference)) or x is None or isinstance(x, (bool, int, float, str, torch.Tensor)):
+            return x
+        if type(x) in (list, tuple):
+            return type(x)(mark(e) for e in x)
+        if type(x) is dict:
+            return {k: mark(v) for k, v in x.items()}
+        return x if picklable(x) else _ByReference(x)
+
+    tmp = f"{path}.part"
+    torch.save(mark(obj), tmp, pickle_module=pickle_module)
+    os.replace(tmp, path)

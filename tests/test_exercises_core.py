@@ -1,0 +1,92 @@
+"""The checker machinery (companion.exercises._core): verdicts, blame, wrapping, recording."""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from companion.exercises import _core
+from companion.exercises._core import Feedback, as_count, checker, hint, passed, recording
+
+
+def test_feedback_wraps_at_78_columns():
+    fb = Feedback("Exercise 9.9", "hint", "word " * 60, "generic")
+    lines = repr(fb).splitlines()
+    assert len(lines) > 2 and max(len(line) for line in lines) <= 78
+    assert lines[0].startswith("❌ Exercise 9.9 not yet:") and all(line.startswith("   ") for line in lines[1:])
+
+
+def test_an_error_of_the_checker_is_an_internal_error_not_the_students():
+    @checker("Exercise 9.1")
+    def buggy(fn):
+        fn(1)
+        torch.zeros(2) @ torch.zeros(3)  # our own bug
+
+    fb = buggy(lambda x: x)
+    assert fb.status == "internal error" and fb.kind == "internal" and not fb.passed
+    assert "tell the instructors" in fb.message and "not in your code" in fb.message
+    assert repr(fb).startswith("⚠️ Exercise 9.1 could not be checked:")
+
+
+def test_an_error_of_the_students_code_is_reported_as_theirs():
+    @checker("Exercise 9.2")
+    def check(fn):
+        fn(1)
+        passed()
+
+    fb = check(lambda x: x / 0)
+    assert fb.status == "hint" and fb.kind == "raised" and "your code raised ZeroDivisionError" in fb.message
+
+
+def test_an_error_raised_in_a_callback_the_student_misused_is_theirs():
+    @checker("Exercise 9.3")
+    def check(fn):
+        fn(lambda h: h * 2)  # the checker hands the student a one-argument function
+        passed()
+
+    fb = check(lambda f: f(1, 2))  # the student calls it with two
+    assert fb.kind == "raised" and "TypeError" in fb.message
+
+
+def test_not_attempted_and_hint_kinds():
+    @checker("Exercise 9.4")
+    def check(fn):
+        if fn(1) == 3:
+            hint("a recognized mistake")
+        hint("something differs", generic=True)
+
+    def stub(x):
+        raise NotImplementedError
+
+    assert check(stub).status == "not attempted" and check(...).status == "not attempted"
+    assert check(lambda x: 3).kind == "specific" and check(lambda x: 4).kind == "generic"
+
+
+def test_recording_restores_the_library_even_after_an_error():
+    originals = (torch.softmax, F.softmax, torch.Tensor.softmax)
+    names = {"torch.softmax": (torch, "softmax"), "F.softmax": (F, "softmax"), "Tensor.softmax": (torch.Tensor, "softmax")}
+    try:
+        with recording(names) as calls:
+            torch.ones(3).softmax(0)
+            raise RuntimeError("inside")
+    except RuntimeError:
+        pass
+    assert calls == ["Tensor.softmax"]
+    assert (torch.softmax, F.softmax, torch.Tensor.softmax) == originals
+    assert "softmax" not in vars(torch.Tensor)  # the inherited method is not shadowed afterwards
+
+
+def test_counts_are_never_truncated():
+    @checker("Exercise 9.5")
+    def check(fn):
+        as_count(fn(), "f()")
+        passed()
+
+    assert "not a whole number" in check(lambda: 12.7).message
+    assert check(lambda: 12.0).passed and check(lambda: torch.tensor(12)).passed
+    assert "a bool" in check(lambda: True).message and "whole number" in check(lambda: "12").message
+    assert "not a whole number" in check(lambda: math.nan).message
+
+
+def test_first_difference_quotes_a_differing_entry():
+    text = _core.first_difference(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.5, 3.0]))
+    assert text == "out[1] is 2, expected 2.5"
