@@ -111,14 +111,16 @@ def mask_tokens(my_mask_tokens) -> None:
         values = labels[wrong_label]
         if bool((values == values[0]).all()) and bool((~scored | (labels == ids) | (labels == values[0])).all()):
             hint(f"positions that are not chosen must be labelled -100, not {int(values[0])}.")
-        hint("at a chosen position the label is the original token (ids), and -100 everywhere else.")
+        hint("at a chosen position the label is the original token (ids), and -100 everywhere else.",
+             generic=True)
     chosen = scored
     if (chosen & special).any():
         hint("a special token ([CLS], [PAD], ids >= n_chars) was chosen; choose only characters (ids < n_chars).")
     if ((~chosen) & (inputs != ids)).any():
         if torch.equal(chosen, inputs == MASK_ID):
             hint(_ONLY_MASKED.format(share=_pct(float(chosen.sum()) / float(real.sum()))))
-        hint("a position with label -100 changed in the input: only the chosen positions may change.")
+        hint("a position with label -100 changed in the input: only the chosen positions may change.",
+             generic=True)
     changed = chosen & (inputs != ids) & (inputs != MASK_ID)
     if changed.any() and bool(((inputs[changed] < 0) | (inputs[changed] >= N_CHARS)).any()):
         hint("a random replacement is not a character: draw it from the n_chars characters "
@@ -132,7 +134,8 @@ def mask_tokens(my_mask_tokens) -> None:
         if _near(rate, 0.85, n_real):
             hint(f"{_pct(rate)} of the positions were chosen: the comparison is the wrong way round; choose "
                  "a position when its uniform draw is BELOW 0.15.")
-        hint(f"{_pct(rate)} of the characters were chosen; choose each one with probability 0.15.")
+        hint(f"{_pct(rate)} of the characters were chosen; choose each one with probability 0.15.",
+             generic=True)
     half = ids.shape[1] // 2
     for part, cols in (("first", slice(0, half)), ("second", slice(half, None))):
         n_part = int(real[:, cols].sum())
@@ -168,7 +171,7 @@ def mask_tokens(my_mask_tokens) -> None:
         if to_mask < 0.3 and randomized > 0.6:
             hint(f"the 80% and the 10% are swapped ({shares}): 80% [MASK], 10% random, 10% unchanged.")
         hint(f"of the chosen positions, {shares}; expected 80%, 10%, 10%. Draw one uniform number per "
-             "position: below 0.8 [MASK], from 0.8 to 0.9 random, above 0.9 unchanged.")
+             "position: below 0.8 [MASK], from 0.8 to 0.9 random, above 0.9 unchanged.", generic=True)
 
     again = my_mask_tokens(ids.clone(), N_CHARS, MASK_ID, torch.Generator().manual_seed(10))
     same = (isinstance(again, (tuple, list)) and len(again) == 2
@@ -252,7 +255,7 @@ def mlm_loss(my_mlm_loss) -> None:
         if close(value, wrong):
             hint(message)
     hint(f"expected {float(expected):.4f}: the mean of -log_softmax(logits)[label] over the positions whose "
-         "label is not -100.")
+         "label is not -100.", generic=True)
 
 
 # --------------------------------------------------------------------------- Exercise 10.3
@@ -297,7 +300,7 @@ def pad_batch(my_pad_batch) -> None:
         hint(f"key_mask should have shape (B, T) = {(B, T)}, the shape of ids (got {tuple(key_mask.shape)}); "
              "the attention module broadcasts it itself.")
     if tuple(key_mask.shape) != (B, T):
-        hint(f"key_mask should have shape (B, T) = {(B, T)} (got {tuple(key_mask.shape)}).")
+        hint(f"key_mask should have shape (B, T) = {(B, T)} (got {tuple(key_mask.shape)}).", generic=True)
     left_ids = torch.full((B, T), PAD_ID)
     for b, s in enumerate(seqs):
         left_ids[b, T - len(s):] = s
@@ -308,7 +311,8 @@ def pad_batch(my_pad_batch) -> None:
     if torch.equal(ids, zero_ids):
         hint("the padding is 0, which is a real token (the newline character); fill with `pad_id`.")
     if not torch.equal(ids, want_ids):
-        hint("ids should hold each line's tokens from position 0, then `pad_id` up to the longest line's length.")
+        hint("ids should hold each line's tokens from position 0, then `pad_id` up to the longest line's length.",
+             generic=True)
     if key_mask.dtype != torch.bool:
         if close(key_mask, want_mask.double()):
             hint(f"right values, but key_mask must be a bool tensor (True = real token); got dtype "
@@ -323,5 +327,5 @@ def pad_batch(my_pad_batch) -> None:
     if torch.equal(key_mask, shifted) or torch.equal(key_mask, torch.arange(T)[None, :] < (lengths[:, None] - 1)):
         hint("the mask is off by one: a line of length L has real tokens at positions 0 .. L-1.")
     if not torch.equal(key_mask, want_mask):
-        hint("key_mask[b, t] should be True exactly when t < the length of line b.")
+        hint("key_mask[b, t] should be True exactly when t < the length of line b.", generic=True)
     passed("padded on the right; the mask marks the real tokens.")
