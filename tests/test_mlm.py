@@ -567,3 +567,25 @@ def test_main_tiny(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["--config", "tiny", "--steps", "0"])
+
+
+def test_the_shipped_encoder_loads_verified_and_matches_its_record():
+    """The chapter 10 encoder: the chapter 7 GPT's shape, trained by the recorded command, small."""
+    from companion.checkpoint import shipped_model_path
+    from companion.mlm import shipped_mlm_path
+
+    path = shipped_mlm_path()
+    assert path.stat().st_size < 3.4e6
+    model, tok, extra = load_checkpoint(path)
+    gpt, _, _ = load_checkpoint(shipped_model_path())
+    assert isinstance(model, EncoderLM) and isinstance(tok, MaskedCharTokenizer)
+    assert not model.training
+    for field in ("d_model", "n_layers", "n_heads", "d_ff", "bias"):
+        assert getattr(model.config, field) == getattr(gpt.config, field)
+    assert model.config.context_length == gpt.config.context_length + 1
+    info = extra["info"]
+    assert info["steps"] == 4000 and info["threads"] == 1
+    assert info["command"] == ("python -m companion.mlm --config small --steps 4000 --threads 1 "
+                               "--positions 4000 --progress --out runs/shakespeare_mlm.safetensors")
+    assert info["val_mlm_nats_per_char"] == pytest.approx(1.5941)
+    assert info["both_sides_nats_per_char"] < info["gpt_left_only_nats_per_char"]
