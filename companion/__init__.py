@@ -16,6 +16,7 @@ module                      chapter
 ``companion.train``
 ``companion.decoding``      8. Decoding and beam search
 ``companion.encoder``       9 and 10: a stack of encoder blocks
+``companion.mlm``           10. Encoder-only: filling in the blanks
 ``companion.exercises``     the checkers behind every exercise
 ``companion.notebook``      reproducible set-up for the notebooks
 ==========================  =========================================

@@ -55,6 +55,7 @@ _OLD_FORMAT = "companion-gpt/1"  # digest of the weights only; upgrade_checkpoin
 MODELS: dict[str, tuple[str, str, str]] = {
     "GPT": ("companion.model", "GPT", "GPTConfig"),
     "Seq2SeqTransformer": ("companion.seq2seq", "Seq2SeqTransformer", "Seq2SeqConfig"),
+    "EncoderLM": ("companion.mlm", "EncoderLM", "EncoderLMConfig"),
 }
 
 #: The tokenizer classes a checkpoint may name: name -> (module, class). Each has ``to_dict()``
@@ -62,6 +63,7 @@ MODELS: dict[str, tuple[str, str, str]] = {
 TOKENIZERS: dict[str, tuple[str, str]] = {
     "CharTokenizer": ("companion.data", "CharTokenizer"),
     "TranslationTokenizer": ("companion.translation", "TranslationTokenizer"),
+    "MaskedCharTokenizer": ("companion.mlm", "MaskedCharTokenizer"),
 }
 
 _DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}

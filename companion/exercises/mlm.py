@@ -1,0 +1,331 @@
+"""Checkers for chapter 10, *Encoder-only: filling in the blanks*.
+
+* Exercise 10.1, the masking rule: 15% of the positions chosen (never a special token), of those
+  80% ``[MASK]``, 10% a random character, 10% unchanged; labels ``-100`` where not chosen. The
+  answer is random, so the check is statistical: it calls the student's function on 131,136
+  positions and compares each share with its expected value, with margins from Hoeffding's
+  inequality set so that a right answer fails with probability below 1e-10 (seven tests at
+  ``DELTA`` = 1e-11 each) and the recognized wrong answers, whose shares lie far outside those
+  margins, pass with a probability far smaller still.
+* Exercise 10.2, the loss over the chosen positions only (deterministic).
+* Exercise 10.3, padding a batch of lines and its key mask (deterministic).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ._core import checker, close, hint, passed
+
+__all__ = ["mask_tokens", "mlm_loss", "pad_batch", "N_CHARS", "PAD_ID", "MASK_ID", "CLS_ID"]
+
+#: The chapter's vocabulary: 69 characters, then [PAD], [MASK], [CLS].
+N_CHARS, PAD_ID, MASK_ID, CLS_ID = 69, 69, 70, 71
+#: Chance that one statistical test rejects a right answer.
+DELTA = 1e-11
+
+
+def _margin(n: int, delta: float = DELTA) -> float:
+    """Hoeffding: a mean of ``n`` independent 0/1 draws is within this of its expectation with
+    probability at least ``1 - delta``."""
+    return math.sqrt(math.log(2 / delta) / (2 * max(n, 1)))
+
+
+def _describe(x) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)} and dtype {x.dtype}"
+    return type(x).__name__
+
+
+def _int_tensor(x, shape: tuple, what: str) -> torch.Tensor:
+    """``x`` as a long tensor of ``shape``, or a hint that says what is wrong."""
+    if not isinstance(x, torch.Tensor):
+        hint(f"{what} should be a tensor of shape {shape}; you returned {_describe(x)}.")
+    if tuple(x.shape) != tuple(shape):
+        hint(f"{what} should have shape {shape}, the shape of `ids`; got {tuple(x.shape)}.")
+    if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+        hint(f"{what} should hold integer token ids (dtype torch.long); got dtype {x.dtype}.")
+    return x.long()
+
+
+# --------------------------------------------------------------------------- Exercise 10.1
+
+
+def _mask_case() -> tuple[torch.Tensor, torch.Tensor]:
+    """64 rows of [CLS] + 2048 characters, some rows ending in [PAD]s. Returns ids, special."""
+    g = torch.Generator().manual_seed(1010)
+    B, T = 64, 2049
+    ids = torch.randint(N_CHARS, (B, T), generator=g)  # (B, T) characters
+    ids[:, 0] = CLS_ID
+    lengths = T - (torch.arange(B) % 4) * 96  # (B,): rows 1, 2, 3 of every 4 end with padding
+    ids[torch.arange(T)[None, :] >= lengths[:, None]] = PAD_ID
+    return ids, ids >= N_CHARS
+
+
+_ONLY_MASKED = ("{share} of the positions have a label: only the [MASK]ed ones. The 10% replaced by a "
+                "random character and the 10% left unchanged are chosen too, and are scored.")
+
+
+def _near(share: float, expected: float, n: int) -> bool:
+    return abs(share - expected) <= _margin(n)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+@checker("Exercise 10.1")
+def mask_tokens(my_mask_tokens) -> None:
+    """``my_mask_tokens(ids, n_chars, mask_id, generator)`` -> ``(inputs, labels)``: ids ``(B, T)``;
+    ids ``>= n_chars`` are special and never chosen; every draw from ``generator``."""
+    ids, special = _mask_case()
+    given = ids.clone()
+    out = my_mask_tokens(given, N_CHARS, MASK_ID, torch.Generator().manual_seed(10))
+    if isinstance(out, torch.Tensor):
+        hint("return two tensors, (inputs, labels): the model's input and the labels of the chosen positions.")
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        hint(f"return a pair (inputs, labels); you returned {_describe(out)}"
+             f"{f' of length {len(out)}' if isinstance(out, (tuple, list)) else ''}.")
+    inputs = _int_tensor(out[0], tuple(ids.shape), "inputs")
+    labels = _int_tensor(out[1], tuple(ids.shape), "labels")
+    if not torch.equal(given, ids):
+        hint("your function changed `ids` in place; work on a copy (ids.clone()), the caller still needs it.")
+    real = ~special
+    if (inputs == -100).any() and not (labels == -100).any():
+        hint("(inputs, labels) are swapped: the -100s belong to the labels, the second tensor you return.")
+    if (inputs == -100).any():
+        hint("the inputs hold -100, which is not a token: -100 marks a position in the LABELS only.")
+    if torch.equal(labels, ids):
+        hint("the labels hold the token at every position; positions that are not chosen get the label "
+             "-100, which cross_entropy(..., ignore_index=-100) skips.")
+    if (labels == -100).all():
+        hint("every label is -100: no position was chosen. Choose each character with probability 0.15.")
+    scored = labels != -100
+    wrong_label = scored & (labels != ids)
+    if wrong_label.any():
+        if torch.equal(labels, inputs) or bool((labels[scored] == inputs[scored]).all()):
+            hint("the labels hold the input after masking (often [MASK]); they must hold the ORIGINAL token, "
+                 "the answer the model has to find.")
+        values = labels[wrong_label]
+        if bool((values == values[0]).all()) and bool((~scored | (labels == ids) | (labels == values[0])).all()):
+            hint(f"positions that are not chosen must be labelled -100, not {int(values[0])}.")
+        hint("at a chosen position the label is the original token (ids), and -100 everywhere else.",
+             generic=True)
+    chosen = scored
+    if (chosen & special).any():
+        hint("a special token ([CLS], [PAD], ids >= n_chars) was chosen; choose only characters (ids < n_chars).")
+    if ((~chosen) & (inputs != ids)).any():
+        if torch.equal(chosen, inputs == MASK_ID):
+            hint(_ONLY_MASKED.format(share=_pct(float(chosen.sum()) / float(real.sum()))))
+        hint("a position with label -100 changed in the input: only the chosen positions may change.",
+             generic=True)
+    changed = chosen & (inputs != ids) & (inputs != MASK_ID)
+    if changed.any() and bool(((inputs[changed] < 0) | (inputs[changed] >= N_CHARS)).any()):
+        hint("a random replacement is not a character: draw it from the n_chars characters "
+             "(torch.randint(n_chars, ...)), never a special token.")
+
+    n_real = int(real.sum())
+    rate = float(chosen.sum()) / n_real
+    if not _near(rate, 0.15, n_real):
+        if _near(rate, 0.15 * 0.8, n_real):
+            hint(_ONLY_MASKED.format(share=_pct(rate)))
+        if _near(rate, 0.85, n_real):
+            hint(f"{_pct(rate)} of the positions were chosen: the comparison is the wrong way round; choose "
+                 "a position when its uniform draw is BELOW 0.15.")
+        hint(f"{_pct(rate)} of the characters were chosen; choose each one with probability 0.15.",
+             generic=True)
+    half = ids.shape[1] // 2
+    for part, cols in (("first", slice(0, half)), ("second", slice(half, None))):
+        n_part = int(real[:, cols].sum())
+        part_rate = float(chosen[:, cols].sum()) / n_part
+        if not _near(part_rate, 0.15, n_part):
+            hint(f"{_pct(part_rate)} of the {part} half of the positions were chosen: choose every position "
+                 "with the same probability, wherever it is in the row.")
+    both = real[0::2] & real[1::2]  # disjoint pairs of rows: independent positions
+    n_both = int(both.sum())
+    together = float((chosen[0::2] & chosen[1::2] & both).sum()) / n_both
+    if together > 0.15**2 + _margin(n_both):
+        hint("the rows share their chosen positions: draw a separate number for every position of every "
+             "row (torch.rand(ids.shape, ...)), not one per column.")
+
+    m = int(chosen.sum())
+    to_mask = float((inputs[chosen] == MASK_ID).float().mean())
+    kept = float((inputs[chosen] == ids[chosen]).float().mean())
+    randomized = 1.0 - to_mask - kept
+    ok_mask = _near(to_mask, 0.8, m)
+    ok_kept = 0.1 - _margin(m) <= kept <= 0.1 + 0.1 / N_CHARS + _margin(m)
+    ok_random = 0.1 * (1 - 1 / N_CHARS) - _margin(m) <= randomized <= 0.1 + _margin(m)
+    if not (ok_mask and ok_kept and ok_random):
+        shares = f"{_pct(to_mask)} [MASK], {_pct(randomized)} random, {_pct(kept)} unchanged"
+        if to_mask > 0.95:
+            hint(f"every chosen position became [MASK] ({shares}); BERT masks 80% of them, replaces 10% by a "
+                 "random character and leaves 10% unchanged, so that the model cannot rely on seeing [MASK].")
+        if kept < 0.05:
+            hint(f"no chosen position kept its token ({shares}): 10% of the chosen positions stay as they "
+                 "are (and are still scored).")
+        if randomized < 0.05:
+            hint(f"no chosen position got a random character ({shares}): 10% of them are replaced by a "
+                 "character drawn at random.")
+        if to_mask < 0.3 and randomized > 0.6:
+            hint(f"the 80% and the 10% are swapped ({shares}): 80% [MASK], 10% random, 10% unchanged.")
+        hint(f"of the chosen positions, {shares}; expected 80%, 10%, 10%. Draw one uniform number per "
+             "position: below 0.8 [MASK], from 0.8 to 0.9 random, above 0.9 unchanged.", generic=True)
+
+    again = my_mask_tokens(ids.clone(), N_CHARS, MASK_ID, torch.Generator().manual_seed(10))
+    same = (isinstance(again, (tuple, list)) and len(again) == 2
+            and all(isinstance(a, torch.Tensor) and a.shape == ids.shape for a in again)
+            and torch.equal(again[0].long(), inputs) and torch.equal(again[1].long(), labels))
+    if not same:
+        hint("the same seed gave other masks: make every draw with the `generator` you are given "
+             "(torch.rand(..., generator=generator)), so that a run can be repeated.")
+    passed("15% chosen (never a special), then 80/10/10.")
+
+
+# --------------------------------------------------------------------------- Exercise 10.2
+
+
+def _loss_case():
+    g = torch.Generator().manual_seed(102)
+    logits = torch.randn(2, 6, 5, generator=g, dtype=torch.float64) * 2  # (B, T, V)
+    targets = torch.randint(5, (2, 6), generator=g)
+    targets[0, 0] = 0  # a target of id 0, which a label of -100 clamped to 0 would also give
+    labels = torch.full((2, 6), -100)
+    labels[0, 2] = targets[0, 2]  # row 0: one chosen position
+    labels[1, [0, 1, 3, 5]] = targets[1, [0, 1, 3, 5]]  # row 1: four
+    return logits, labels
+
+
+@checker("Exercise 10.2")
+def mlm_loss(my_mlm_loss) -> None:
+    """``my_mlm_loss(logits, labels)``: logits ``(B, T, V)``, labels ``(B, T)`` with ``-100`` where a
+    position is not scored -> the mean of ``-log softmax(logits)[label]`` over the scored positions."""
+    logits, labels = _loss_case()
+    got = my_mlm_loss(logits.clone(), labels.clone())
+    B, T, V = logits.shape
+    expected = F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=-100)
+    if isinstance(got, (float, int)) and not isinstance(got, bool) and close(got, expected):
+        hint("right value, but return a tensor (a scalar), so that loss.backward() can follow it.")
+    if not isinstance(got, torch.Tensor):
+        hint(f"return a scalar tensor; you returned {_describe(got)}.")
+    if got.is_complex() or got.dtype == torch.bool:
+        hint(f"return a real-valued scalar tensor (got dtype {got.dtype}).")
+    logp = logits.log_softmax(-1)  # (B, T, V)
+    chosen = labels != -100
+    safe = labels.clamp(min=0)  # (B, T): -100 read as id 0
+    picked = logp.gather(-1, safe[..., None])[..., 0]  # (B, T) log p of each label
+    if got.numel() > 1:
+        if close(got, -picked * chosen) or close(got, -picked[chosen]):
+            hint("you returned one loss per position; return their mean over the scored positions, one number.")
+        hint(f"return one number (a scalar tensor), not a tensor of shape {tuple(got.shape)}.")
+    value = got.reshape(()) if got.numel() == 1 else got
+    if close(value, expected):
+        big = torch.zeros(1, 2, 3, dtype=torch.float64)
+        big[0, 0] = torch.tensor([1000.0, 0.0, -1000.0])
+        lab = torch.tensor([[2, -100]])
+        again = my_mlm_loss(big, lab)
+        if not isinstance(again, torch.Tensor) or again.numel() != 1 or not close(again.reshape(()), 2000.0):
+            hint("right on ordinary logits, but logits of ±1000 give inf, nan or a wrong value: use "
+                 "torch.log_softmax (it subtracts the row maximum) rather than log(softmax(...)).")
+        passed(f"{float(value):.4f} nats: the mean over the 5 scored positions.")
+    mistakes = [
+        (-picked.mean(), "you averaged over every position: the positions labelled -100 are not scored; "
+                         "average over the chosen positions only (ignore_index=-100)."),
+        (-picked[chosen].sum(), "you summed over the scored positions; take their mean."),
+        (-picked[chosen].sum() / (B * T), "you divided by all B*T positions; divide by the number of scored "
+                                          "positions (here 5)."),
+        (picked[chosen].mean(), "the sign is wrong: the loss is MINUS the log-probability of the label."),
+        (-logp.exp().gather(-1, safe[..., None])[..., 0][chosen].mean(),
+         "you used the probability of the label, not its logarithm: the loss is -log p."),
+        (-logits.gather(-1, safe[..., None])[..., 0][chosen].mean(),
+         "you took the raw logit of the label; normalize first: log_softmax(logits)[label]."),
+        (-logits.log_softmax(1).gather(-1, safe[..., None])[..., 0][chosen].mean(),
+         "the softmax must run over the vocabulary (the last dimension, V), not over the positions."),
+        (-torch.stack([picked[b][chosen[b]].mean() for b in range(B)]).mean(),
+         "you averaged each row, then the rows: rows with more scored positions must weigh more. Take one "
+         "mean over all scored positions."),
+        (-picked[~chosen].mean(), "you scored the positions labelled -100 and skipped the chosen ones: the "
+                                  "other way round."),
+        (expected / math.log(2), "that is the loss in bits (log base 2); the loss is in nats: the natural log."),
+        (-logp.mean(-1)[chosen].mean(), "you averaged the log-probabilities of the whole vocabulary; pick the "
+                                        "one of the label: log_softmax(logits)[label]."),
+    ]
+    for wrong, message in mistakes:
+        if close(value, wrong):
+            hint(message)
+    hint(f"expected {float(expected):.4f}: the mean of -log_softmax(logits)[label] over the positions whose "
+         "label is not -100.", generic=True)
+
+
+# --------------------------------------------------------------------------- Exercise 10.3
+
+
+def _pad_case() -> list[torch.Tensor]:
+    # Real tokens include id 0 (the newline character), so "ids != 0" is not a key mask.
+    return [torch.tensor([CLS_ID, 5, 0]), torch.tensor([CLS_ID, 0, 8, 0, 3, 2]), torch.tensor([CLS_ID]),
+            torch.tensor([CLS_ID, 44, 1, 0])]
+
+
+@checker("Exercise 10.3")
+def pad_batch(my_pad_batch) -> None:
+    """``my_pad_batch(seqs, pad_id)``: a list of 1-D id tensors -> ``(ids, key_mask)``, each
+    ``(B, T_max)``, padded on the right with ``pad_id``; key_mask bool, True at real tokens."""
+    seqs = _pad_case()
+    B, T = len(seqs), max(len(s) for s in seqs)
+    lengths = torch.tensor([len(s) for s in seqs])
+    want_mask = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
+    want_ids = torch.full((B, T), PAD_ID)
+    for b, s in enumerate(seqs):
+        want_ids[b, : len(s)] = s
+    out = my_pad_batch([s.clone() for s in seqs], PAD_ID)
+    if isinstance(out, torch.Tensor):
+        hint("return two tensors, (ids, key_mask): the padded ids and the mask of the real tokens.")
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        hint(f"return a pair (ids, key_mask); you returned {_describe(out)}.")
+    ids, key_mask = out
+    if (isinstance(ids, torch.Tensor) and isinstance(key_mask, torch.Tensor) and ids.dtype == torch.bool
+            and key_mask.dtype != torch.bool):
+        hint("(ids, key_mask) are swapped: return the ids first, then the mask.")
+    if isinstance(ids, torch.Tensor) and tuple(ids.shape) == (T, B) and B != T:
+        hint(f"ids has shape (T, B) = {(T, B)}: put the batch first, shape (B, T) = {(B, T)} "
+             "(pad_sequence needs batch_first=True).")
+    if isinstance(ids, torch.Tensor) and ids.ndim == 2 and ids.shape[0] == B and ids.shape[1] != T:
+        hint(f"pad every line to the longest one, T = {T} positions (got {ids.shape[1]}): "
+             + ("longer lines were cut." if ids.shape[1] < T else "no longer than needed."))
+    ids = _int_tensor(ids, (B, T), "ids")
+    if not isinstance(key_mask, torch.Tensor):
+        hint(f"key_mask should be a bool tensor of shape {(B, T)}; you returned {_describe(key_mask)}.")
+    if key_mask.numel() == B * T and tuple(key_mask.shape) != (B, T):
+        hint(f"key_mask should have shape (B, T) = {(B, T)}, the shape of ids (got {tuple(key_mask.shape)}); "
+             "the attention module broadcasts it itself.")
+    if tuple(key_mask.shape) != (B, T):
+        hint(f"key_mask should have shape (B, T) = {(B, T)} (got {tuple(key_mask.shape)}).", generic=True)
+    left_ids = torch.full((B, T), PAD_ID)
+    for b, s in enumerate(seqs):
+        left_ids[b, T - len(s):] = s
+    if torch.equal(ids, left_ids):
+        hint("you padded on the left; pad on the right, so that every line starts at position 0 with its "
+             "[CLS] (the summary vector is read there).")
+    zero_ids = torch.where(want_mask, want_ids, torch.zeros_like(want_ids))
+    if torch.equal(ids, zero_ids):
+        hint("the padding is 0, which is a real token (the newline character); fill with `pad_id`.")
+    if not torch.equal(ids, want_ids):
+        hint("ids should hold each line's tokens from position 0, then `pad_id` up to the longest line's length.",
+             generic=True)
+    if key_mask.dtype != torch.bool:
+        if close(key_mask, want_mask.double()):
+            hint(f"right values, but key_mask must be a bool tensor (True = real token); got dtype "
+                 f"{key_mask.dtype}. Comparisons such as < give bools.")
+        hint(f"key_mask must be a bool tensor, True at real tokens (got dtype {key_mask.dtype}).")
+    if torch.equal(key_mask, ~want_mask):
+        hint("key_mask is inverted: True marks a REAL token (the companion's convention), False the padding. "
+             "(torch.nn.MultiheadAttention's key_padding_mask is the opposite.)")
+    if torch.equal(key_mask, ids != 0):
+        hint("a real token can have id 0 (the newline character): build the mask from the lengths, not from ids != 0.")
+    shifted = torch.arange(T)[None, :] <= lengths[:, None]
+    if torch.equal(key_mask, shifted) or torch.equal(key_mask, torch.arange(T)[None, :] < (lengths[:, None] - 1)):
+        hint("the mask is off by one: a line of length L has real tokens at positions 0 .. L-1.")
+    if not torch.equal(key_mask, want_mask):
+        hint("key_mask[b, t] should be True exactly when t < the length of line b.", generic=True)
+    passed("padded on the right; the mask marks the real tokens.")

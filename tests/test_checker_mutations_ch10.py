@@ -1,0 +1,80 @@
+"""Mutation registry of chapter 10 (the masked language model): see tests/mutation_harness.py.
+
+The wrong answers are those of tests/test_exercises_mlm.py, each with the hint it must get, and a
+few more that only the generic descriptions of the difference catch (``expect=None``) or that
+raise inside the student's own code (``raised=True``). The masking mutants of 10.1 are random;
+each lies far outside the checker's Hoeffding margins (see companion.exercises.mlm), so the
+chance that one passes is far below the 1e-10 at which a right answer fails.
+"""
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+from companion.exercises import mlm as check
+from mutation_harness import Exercise, Mutant, make_tests
+from test_exercises_mlm import LOSS_WRONG, MASK_WRONG, PAD_WRONG, right_loss, right_mask, right_pad, rule
+
+
+#: Table entries whose message is a generic description of the difference: any hint is right.
+GENERIC = {"probability 0.15", "only the chosen positions may change"}
+
+
+def mutants(table):
+    return [Mutant(expect, fn, None if expect in GENERIC else expect) for expect, fn in table.items()]
+
+
+def _mask_every_position(ids, n_chars, mask_id, g):
+    """Every character is chosen (and masked 80/10/10)."""
+    return rule(ids, n_chars, mask_id, g, p=1.0)
+
+
+MASK_EXTRA = [
+    Mutant("chooses 20%", lambda i, n, m, g: rule(i, n, m, g, p=0.2)),
+    Mutant("chooses 10%", lambda i, n, m, g: rule(i, n, m, g, p=0.1)),
+    Mutant("chooses every character", _mask_every_position),
+    Mutant("70/15/15", lambda i, n, m, g: rule(i, n, m, g, shares=(0.7, 0.15))),
+    Mutant("labels as float", lambda i, n, m, g: (rule(i, n, m, g)[0], rule(i, n, m, g)[1].float()),
+           "integer token ids"),
+    Mutant("returns None", lambda i, n, m, g: None, "return a pair"),
+    Mutant("returns three tensors", lambda i, n, m, g: (*rule(i, n, m, g), i), "return a pair"),
+    Mutant("uses numpy's global generator", lambda i, n, m, g: i.numpy().choose(), "your code raised",
+           raised=True),
+]
+
+
+LOSS_EXTRA = [
+    Mutant("log base 10", lambda l, y: right_loss(l, y) / torch.log(torch.tensor(10.0, dtype=l.dtype))),
+    Mutant("label smoothing", lambda l, y: torch.nn.functional.cross_entropy(
+        l.reshape(-1, l.shape[-1]), y.reshape(-1), ignore_index=-100, label_smoothing=0.1)),
+    Mutant("loss of the argmax", lambda l, y: -l.log_softmax(-1).max(-1).values[y != -100].mean()),
+    Mutant("returns None", lambda l, y: None, "return a scalar tensor"),
+    Mutant("indexes with -100", lambda l, y: -l.log_softmax(-1).gather(-1, y[..., None]).mean(), "your code raised",
+           raised=True),
+]
+
+
+def _pad_with(value):
+    def pad(seqs, pad_id):
+        return right_pad(seqs, value)
+    return pad
+
+
+PAD_EXTRA = [
+    Mutant("pads with pad_id + 1", _pad_with(check.PAD_ID + 1)),
+    Mutant("pads with -100", _pad_with(-100)),
+    Mutant("mask True only at the first token", lambda s, p: (right_pad(s, p)[0],
+                                                            torch.arange(6)[None, :].expand(len(s), 6) == 0)),
+    Mutant("mask all True", lambda s, p: (right_pad(s, p)[0], torch.ones(len(s), 6, dtype=torch.bool))),
+    Mutant("returns None", lambda s, p: None, "return a pair"),
+    Mutant("torch.stack of lines of different lengths", lambda s, p: (torch.stack(s), None), "your code raised",
+           raised=True),
+    Mutant("mask of the (T, B) padding", lambda s, p: (right_pad(s, p)[0], pad_sequence(
+        [torch.ones(len(x), dtype=torch.bool) for x in s])), None),
+]
+
+EXERCISES = [
+    Exercise(check.mask_tokens, right_mask, mutants(MASK_WRONG) + MASK_EXTRA),
+    Exercise(check.mlm_loss, right_loss, mutants(LOSS_WRONG) + LOSS_EXTRA),
+    Exercise(check.pad_batch, right_pad, mutants(PAD_WRONG) + PAD_EXTRA),
+]
+
+test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)

@@ -1,0 +1,300 @@
+"""The chapter 10 checkers: right answers pass, at least ten plausible wrong answers per exercise
+fail (most with their own hint), odd returns never crash a checker, untouched stubs are "not
+attempted"."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence
+
+from companion.exercises import mlm as check
+from companion.mlm import MaskedCharTokenizer, mask_tokens
+
+
+def stub(*args):
+    raise NotImplementedError  # your code here
+
+
+ODD_RETURNS = [None, 3, 2.5, "text", (), [1, 2, 3], torch.tensor(float("nan")), torch.zeros(0),
+               torch.zeros(3, 3, dtype=torch.complex64), torch.ones(2, dtype=torch.bool), {"a": 1}, ...]
+
+
+# --------------------------------------------------------------------------- Exercise 10.1
+
+
+def rule(ids, n_chars, mask_id, g, *, p=0.15, shares=(0.8, 0.1), specials_ok=False, rand_high=None,
+         same_rows=False, label_fill=-100, labels_from_inputs=False, rng=None):
+    """The right rule, and (through its options) many wrong ones."""
+    shape = (1, ids.shape[1]) if same_rows else ids.shape
+    u = torch.rand(shape, generator=g).expand(ids.shape) if same_rows else torch.rand(shape, generator=g)
+    chosen = u < p
+    if not specials_ok:
+        chosen &= ids < n_chars
+    kind = torch.rand(ids.shape, generator=g)
+    rand = torch.randint(rand_high or n_chars, ids.shape, generator=rng or g)
+    inputs = ids.clone()
+    inputs[chosen & (kind < shares[0])] = mask_id
+    sw = chosen & (kind >= shares[0]) & (kind < shares[0] + shares[1])
+    inputs[sw] = rand[sw]
+    labels = torch.where(chosen, inputs if labels_from_inputs else ids, torch.full_like(ids, label_fill))
+    return inputs, labels
+
+
+def right_mask(ids, n_chars, mask_id, g):
+    return rule(ids, n_chars, mask_id, g)
+
+
+def test_mask_right_answers_pass():
+    assert check.mask_tokens(right_mask).passed
+    # the companion's own function, through the chapter's tokenizer: the same ids and draws
+    tok = MaskedCharTokenizer("".join(chr(32 + i) for i in range(check.N_CHARS)))
+    assert (tok.pad_id, tok.mask_id, tok.cls_id) == (check.PAD_ID, check.MASK_ID, check.CLS_ID)
+    assert check.mask_tokens(lambda ids, n, m, g: mask_tokens(ids, tok, generator=g)).passed
+
+    def exclude_original(ids, n_chars, mask_id, g):  # a random character never equal to the original
+        inputs, labels = rule(ids, n_chars, mask_id, g)
+        same = (labels != -100) & (inputs == ids) & (torch.rand(ids.shape, generator=g) < 0.2)
+        inputs[same] = (ids[same] + 1) % n_chars  # turns part of the "unchanged" share into random
+        return inputs, labels
+
+    # (a variant that draws 0.1 random characters all different from the original: accepted)
+    def different_random(ids, n_chars, mask_id, g):
+        u, kind = torch.rand(ids.shape, generator=g), torch.rand(ids.shape, generator=g)
+        chosen = (u < 0.15) & (ids < n_chars)
+        shift = torch.randint(1, n_chars, ids.shape, generator=g)
+        inputs = ids.clone()
+        inputs[chosen & (kind < 0.8)] = mask_id
+        sw = chosen & (kind >= 0.8) & (kind < 0.9)
+        inputs[sw] = (ids[sw] + shift[sw]) % n_chars
+        return inputs, torch.where(chosen, ids, -100)
+
+    assert check.mask_tokens(different_random).passed
+    del exclude_original
+
+
+def _global_rng(ids, n_chars, mask_id, g):
+    return rule(ids, n_chars, mask_id, None)
+
+
+def _first_positions(ids, n_chars, mask_id, g):
+    chosen = (torch.arange(ids.shape[1])[None, :] % 100 < 15) & (ids < n_chars)
+    chosen = chosen & (torch.arange(ids.shape[1])[None, :] < ids.shape[1] // 2 + 400)
+    inputs, labels = ids.clone(), torch.where(chosen, ids, -100)
+    kind = torch.rand(ids.shape, generator=g)
+    inputs[chosen & (kind < 0.8)] = mask_id
+    return inputs, labels
+
+
+def _front_loaded(ids, n_chars, mask_id, g):  # chooses 30% in the first half, none in the second
+    half = ids.shape[1] // 2
+    u = torch.rand(ids.shape, generator=g)
+    chosen = (u < 0.3) & (ids < n_chars) & (torch.arange(ids.shape[1])[None, :] < half)
+    kind = torch.rand(ids.shape, generator=g)
+    rand = torch.randint(n_chars, ids.shape, generator=g)
+    inputs = ids.clone()
+    inputs[chosen & (kind < 0.8)] = mask_id
+    sw = chosen & (kind >= 0.8) & (kind < 0.9)
+    inputs[sw] = rand[sw]
+    return inputs, torch.where(chosen, ids, -100)
+
+
+def _in_place(ids, n_chars, mask_id, g):
+    inputs, labels = rule(ids, n_chars, mask_id, g)
+    ids.copy_(inputs)
+    return ids, labels
+
+
+def _unchosen_changed(ids, n_chars, mask_id, g):
+    inputs, labels = rule(ids, n_chars, mask_id, g)
+    inputs[(labels == -100) & (ids < n_chars) & (torch.rand(ids.shape, generator=g) < 0.05)] = mask_id
+    return inputs, labels
+
+
+def _only_masked_labelled(ids, n_chars, mask_id, g):
+    inputs, labels = rule(ids, n_chars, mask_id, g)
+    return inputs, torch.where(inputs == mask_id, ids, -100)
+
+
+MASK_WRONG = {
+    "every chosen position became [MASK]": lambda i, n, m, g: rule(i, n, m, g, shares=(1.0, 0.0)),
+    "no chosen position kept its token": lambda i, n, m, g: rule(i, n, m, g, shares=(0.8, 0.2)),
+    "no chosen position got a random character": lambda i, n, m, g: rule(i, n, m, g, shares=(0.9, 0.0)),
+    "swapped": lambda i, n, m, g: rule(i, n, m, g, shares=(0.1, 0.8)),
+    "a special token": lambda i, n, m, g: rule(i, n, m, g, specials_ok=True),
+    "not a character": lambda i, n, m, g: rule(i, n, m, g, rand_high=n + 3),
+    "probability 0.15": lambda i, n, m, g: rule(i, n, m, g, p=0.5),
+    "wrong way round": lambda i, n, m, g: rule(i, n, m, g, p=0.85),
+    "only the [MASK]ed ones": _only_masked_labelled,
+    "rows share their chosen positions": lambda i, n, m, g: rule(i, n, m, g, same_rows=True),
+    "labelled -100, not 0": lambda i, n, m, g: rule(i, n, m, g, label_fill=0),
+    "labelled -100, not -1": lambda i, n, m, g: rule(i, n, m, g, label_fill=-1),
+    "input after masking": lambda i, n, m, g: rule(i, n, m, g, labels_from_inputs=True),
+    "hold the token at every position": lambda i, n, m, g: (rule(i, n, m, g)[0], i.clone()),
+    "are swapped": lambda i, n, m, g: rule(i, n, m, g)[::-1],
+    "return two tensors": lambda i, n, m, g: rule(i, n, m, g)[0],
+    "the same seed gave other masks": _global_rng,
+    "changed `ids` in place": _in_place,
+    "only the chosen positions may change": _unchosen_changed,
+    "half of the positions": _front_loaded,
+    "no position was chosen": lambda i, n, m, g: (i.clone(), torch.full_like(i, -100)),
+    "integer token ids": lambda i, n, m, g: tuple(t.float() for t in rule(i, n, m, g)),
+    "shape": lambda i, n, m, g: tuple(t[:, 1:] for t in rule(i, n, m, g)),
+}
+
+
+@pytest.mark.parametrize("text", list(MASK_WRONG))
+def test_mask_wrong_answers_get_their_hint(text):
+    fb = check.mask_tokens(MASK_WRONG[text])
+    assert fb.status == "hint" and text in fb.message, (text, fb)
+
+
+def test_mask_fixed_positions_never_pass():
+    assert not check.mask_tokens(_first_positions).passed
+
+
+@pytest.mark.parametrize("odd", ODD_RETURNS, ids=repr)
+def test_mask_odd_returns(odd):
+    fb = check.mask_tokens(lambda *a: odd)
+    assert not fb.passed
+    fb2 = check.mask_tokens(lambda *a: (odd, odd))
+    assert not fb2.passed
+
+
+def test_mask_stub_and_raising_answer():
+    assert check.mask_tokens(stub).status == "not attempted"
+    assert check.mask_tokens(...).status == "not attempted"
+    fb = check.mask_tokens(lambda *a: 1 / 0)
+    assert fb.status == "hint" and "ZeroDivisionError" in fb.message
+
+
+def test_mask_margins_are_below_the_promised_error():
+    """Seven tests at DELTA each: a right answer fails with probability < 1e-10 < 1e-9; each
+    margin is small enough that the recognized wrong shares lie far outside it."""
+    assert 7 * check.DELTA < 1e-9
+    ids, special = check._mask_case()
+    n_real = int((~special).sum())
+    assert n_real > 100_000
+    assert check._margin(n_real) < 0.011  # 15% against 12% or 20%: more than 2 margins apart
+    assert check._margin(int(0.14 * n_real)) < 0.03  # among the chosen: 80% against 90% or 100%
+
+
+# --------------------------------------------------------------------------- Exercise 10.2
+
+
+def right_loss(logits, labels):
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+
+
+def by_hand_loss(logits, labels):
+    chosen = labels != -100
+    logp = torch.log_softmax(logits, dim=-1)  # (B, T, V)
+    picked = logp[chosen].gather(-1, labels[chosen][:, None])[:, 0]  # (n_chosen,)
+    return -picked.mean()
+
+
+def _picked(logits, labels):
+    return logits.log_softmax(-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+
+
+LOSS_WRONG = {
+    "averaged over every position": lambda l, y: -_picked(l, y).mean(),
+    "summed over the scored positions": lambda l, y: -_picked(l, y)[y != -100].sum(),
+    "divided by all B*T positions": lambda l, y: -_picked(l, y)[y != -100].sum() / y.numel(),
+    "sign is wrong": lambda l, y: -right_loss(l, y),
+    "probability of the label": lambda l, y: -l.softmax(-1).gather(-1, y.clamp(min=0)[..., None])[..., 0][y != -100].mean(),
+    "raw logit": lambda l, y: -l.gather(-1, y.clamp(min=0)[..., None])[..., 0][y != -100].mean(),
+    "over the vocabulary": lambda l, y: -l.log_softmax(1).gather(-1, y.clamp(min=0)[..., None])[..., 0][y != -100].mean(),
+    "averaged each row": lambda l, y: -torch.stack([_picked(l, y)[b][y[b] != -100].mean() for b in range(len(y))]).mean(),
+    "the other way round": lambda l, y: -_picked(l, y)[y == -100].mean(),
+    "in bits": lambda l, y: right_loss(l, y) / math.log(2),
+    "whole vocabulary": lambda l, y: -l.log_softmax(-1).mean(-1)[y != -100].mean(),
+    "one loss per position": lambda l, y: -_picked(l, y) * (y != -100),
+    "return a tensor": lambda l, y: right_loss(l, y).item(),
+    "logits of ±1000": lambda l, y: -torch.log(l.softmax(-1)[y != -100].gather(-1, y[y != -100][:, None])).mean(),
+}
+
+
+def test_loss_right_answers_pass():
+    assert check.mlm_loss(right_loss).passed
+    assert check.mlm_loss(by_hand_loss).passed
+    from companion.mlm import mlm_loss
+    assert check.mlm_loss(mlm_loss).passed
+
+
+@pytest.mark.parametrize("text", list(LOSS_WRONG))
+def test_loss_wrong_answers_get_their_hint(text):
+    fb = check.mlm_loss(LOSS_WRONG[text])
+    assert fb.status == "hint" and text in fb.message, (text, fb)
+
+
+@pytest.mark.parametrize("odd", ODD_RETURNS, ids=repr)
+def test_loss_odd_returns(odd):
+    assert not check.mlm_loss(lambda *a: odd).passed
+
+
+def test_loss_stub():
+    assert check.mlm_loss(stub).status == "not attempted"
+
+
+# --------------------------------------------------------------------------- Exercise 10.3
+
+
+def right_pad(seqs, pad_id):
+    lengths = torch.tensor([len(s) for s in seqs])
+    ids = pad_sequence(seqs, batch_first=True, padding_value=pad_id)
+    return ids, torch.arange(ids.shape[1])[None, :] < lengths[:, None]
+
+
+def _left_pad(seqs, pad_id):
+    T = max(len(s) for s in seqs)
+    ids = torch.stack([torch.cat([torch.full((T - len(s),), pad_id), s]) for s in seqs])
+    return ids, ids != pad_id
+
+
+PAD_WRONG = {
+    "inverted": lambda s, p: (right_pad(s, p)[0], ~right_pad(s, p)[1]),
+    "on the left": _left_pad,
+    "padding is 0": lambda s, p: right_pad(s, 0),
+    "not from ids != 0": lambda s, p: (right_pad(s, p)[0], right_pad(s, p)[0] != 0),
+    "must be a bool tensor": lambda s, p: (right_pad(s, p)[0], right_pad(s, p)[1].float()),
+    "no longer than needed": lambda s, p: (torch.stack([torch.cat([x, torch.full((8 - len(x),), p)]) for x in s]),
+                                           torch.stack([torch.arange(8) < len(x) for x in s])),
+    "longer lines were cut": lambda s, p: (torch.stack([x[:1] for x in s]), torch.ones(len(s), 1, dtype=torch.bool)),
+    "the attention module broadcasts": lambda s, p: (right_pad(s, p)[0], right_pad(s, p)[1][:, None, None, :]),
+    "return two tensors": lambda s, p: right_pad(s, p)[0],
+    "batch first": lambda s, p: (pad_sequence(s, padding_value=p), right_pad(s, p)[1]),
+    "are swapped": lambda s, p: right_pad(s, p)[::-1],
+    "off by one": lambda s, p: (right_pad(s, p)[0],
+                                torch.arange(6)[None, :] <= torch.tensor([len(x) for x in s])[:, None]),
+    "integer token ids": lambda s, p: (right_pad(s, p)[0].float(), right_pad(s, p)[1]),
+}
+
+
+def test_pad_right_answers_pass():
+    assert check.pad_batch(right_pad).passed
+    assert check.pad_batch(lambda s, p: (lambda ids: (ids, ids != p))(right_pad(s, p)[0])).passed
+    from companion.mlm import pad_batch
+    assert check.pad_batch(pad_batch).passed
+
+
+@pytest.mark.parametrize("text", list(PAD_WRONG))
+def test_pad_wrong_answers_get_their_hint(text):
+    fb = check.pad_batch(PAD_WRONG[text])
+    assert fb.status == "hint" and text in fb.message, (text, fb)
+
+
+@pytest.mark.parametrize("odd", ODD_RETURNS, ids=repr)
+def test_pad_odd_returns(odd):
+    assert not check.pad_batch(lambda *a: odd).passed
+    assert not check.pad_batch(lambda *a: (odd, odd)).passed
+
+
+def test_pad_stub():
+    assert check.pad_batch(stub).status == "not attempted"
+
+
+def test_pass_messages_fit_78_columns():
+    for fb in (check.mask_tokens(right_mask), check.mlm_loss(right_loss), check.pad_batch(right_pad)):
+        assert fb.passed
+        assert all(len(line) <= 78 for line in str(fb).splitlines()), str(fb)
