@@ -589,3 +589,37 @@ def test_the_shipped_encoder_loads_verified_and_matches_its_record():
                                "--positions 4000 --progress --out runs/shakespeare_mlm.safetensors")
     assert info["val_mlm_nats_per_char"] == pytest.approx(1.5941)
     assert info["both_sides_nats_per_char"] < info["gpt_left_only_nats_per_char"]
+
+
+def test_fine_tuning_from_scratch_answers_comedy_for_every_line(tok):
+    """Chapter 10 fine-tunes the pre-trained encoder live and compares it with the same recipe
+    started from random weights. That second run is made here (it would double the notebook's
+    longest cell): with the chapter's split, seeds and configuration, the classifier trained from
+    scratch ends up answering class 0 ("comedies") for every test line, so it scores exactly 50%,
+    and the chapter compares with that answer line by line."""
+    from companion.data import VALIDATION_PLAYS, play_group, play_names
+    from companion.mlm import EncoderLMConfig, shipped_mlm_path
+
+    torch.set_num_threads(2)  # as companion.notebook.setup() does
+    groups = ("comedies", "tragedies")
+    test_plays = ["twelfth-night", "much-ado-about-nothing", "macbeth", "othello"]
+    train_plays = [p for p in play_names() if play_group(p) in groups
+                   and p not in test_plays and p not in VALIDATION_PLAYS]
+    train_lines, train_y = labelled_lines(train_plays, groups)
+    test_lines, test_y = labelled_lines(test_plays, groups)
+    g = torch.Generator().manual_seed(0)
+    pick = torch.cat([(rows := torch.nonzero(test_y == k)[:, 0])[torch.randperm(len(rows), generator=g)[:1000]]
+                      for k in (0, 1)])
+    test_lines, test_y = [test_lines[i] for i in pick.tolist()], test_y[pick]
+    train_x, train_mask = encode_lines(train_lines, tok, context_length=65)
+    test_x, test_mask = encode_lines(test_lines, tok, context_length=65)
+    config = load_checkpoint(shipped_mlm_path())[0].config
+    assert isinstance(config, EncoderLMConfig)
+    torch.manual_seed(0)
+    clf = EncoderClassifier(EncoderLM(config), n_classes=2)  # random weights: from scratch
+    cfg = TrainConfig(batch_size=16, max_steps=100, learning_rate=1e-3, min_lr=1e-4, warmup=10, seed=0)
+    history = fine_tune(clf, train_x, train_mask, train_y, cfg)
+    pred = classify(clf, test_x, test_mask)
+    assert (pred == 0).all(), f"{int((pred != 0).sum())} lines classified as tragedies"
+    assert (pred == test_y).float().mean().item() == 0.5
+    assert abs(sum(history.train_loss[-20:]) / 20 - math.log(2)) < 0.03  # the loss of a coin toss
