@@ -9,7 +9,7 @@ then opens a student notebook anywhere. This test does the same without the netw
    distributions into it: exactly the closure of the requirements the wheel declares, nothing else,
    so a dependency missing from pyproject.toml fails here as it would for a student;
 3. installs the wheel (not editable) with ``pip install --no-deps --no-index --target``;
-4. runs the student versions of chapters 7 and 8 in a temporary folder outside the checkout, in a
+4. runs the student versions of chapters 7 to 10 in a temporary folder outside the checkout, in a
    kernel started with the fresh environment's Python in isolated mode (``-I``: no PYTHONPATH, no
    user site), with every non-local network connection refused, and checks that no cell fails
    (other than those tagged ``raises-exception``), that every check says "not attempted yet", and
@@ -32,11 +32,11 @@ from nbclient import NotebookClient
 
 from companion import student
 
-pytestmark = pytest.mark.slow  # builds a wheel and runs two notebooks; part of scripts/test.sh
+pytestmark = pytest.mark.slow  # builds a wheel and runs four notebooks; part of scripts/test.sh
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Run here from a plain install (and therefore skipped by test_student.py's run from the checkout).
-CHAPTERS = ["07", "08"]
+CHAPTERS = ["07", "08", "09", "10"]  # the chapters that read the shipped text and models
 MAX_WHEEL_MB = 10
 NOT_ATTEMPTED = re.compile(r"⏳ Exercise \d+\.\d+ not attempted yet")
 
