@@ -27,7 +27,34 @@ the package stays cheap.
 
 __version__ = "0.1.0"
 
-#: Where the course lives. Students install it with
-#: ``pip install "git+https://github.com/transformers-built-by-hand/course"``; the first cell
-#: of every chapter does that when the companion is missing (on Colab, say).
+#: Where the course lives: the one address every other file takes (``_config.yml``'s
+#: ``repository: url:`` holds the same, which tests/test_student.py checks; to move the course,
+#: change both and run ``python scripts/stamp_repository.py`` to rewrite the copies).
 REPOSITORY = "https://github.com/transformers-built-by-hand/course"
+
+#: The distribution's name on the package index (the import name stays ``companion``; the name
+#: ``companion`` on the index is an unrelated project).
+DISTRIBUTION = "transformers-built-by-hand"
+
+
+def book_url(repository: str = REPOSITORY) -> str:
+    """Where the book is published: GitHub Pages of the repository (.github/workflows/pages.yml).
+
+    ``https://github.com/OWNER/NAME`` -> ``https://OWNER.github.io/NAME/`` (lower-cased owner, as
+    GitHub Pages serves it).
+    """
+    import re
+
+    m = re.fullmatch(r"https://github\.com/([A-Za-z0-9-]+)/([A-Za-z0-9._-]+?)/?", repository)
+    if m is None:
+        raise ValueError(f"repository must be https://github.com/OWNER/NAME, got {repository!r}")
+    return f"https://{m[1].lower()}.github.io/{m[2]}/"
+
+
+#: The book's home page; chapter ``NN_name`` is at ``BOOK_URL + "book/NN_name.html"``.
+BOOK_URL = book_url()
+
+
+def install_requirement() -> str:
+    """What ``pip install`` takes to install the course: ``"NAME @ git+ADDRESS"``."""
+    return f"{DISTRIBUTION} @ git+{REPOSITORY}"

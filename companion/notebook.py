@@ -1,9 +1,10 @@
 """Reproducible set-up shared by every chapter notebook.
 
 Stored notebook outputs are compared by nbval on other machines, so each notebook starts with
-:func:`setup`: fixed seeds, a fixed number of threads (a large sum differs in its last digits
-between 1 and 2 threads), short printed floats, and a matplotlib style that does not depend on
-the reader's configuration.
+:func:`setup`: fixed seeds, short printed floats, and a matplotlib style that does not depend on
+the reader's configuration. The thread count is the reader's own (see :func:`threads_wanted`):
+the book's scripts pin it to :data:`THREADS` with ``COMPANION_THREADS``, because a large sum
+differs in its last digits between 1 and 2 threads.
 """
 from __future__ import annotations
 
@@ -14,19 +15,53 @@ import warnings
 import numpy as np
 import torch
 
-#: Threads used by every notebook; 2 is the CI machine's core count.
+#: Threads the book's stored outputs were computed with (scripts/test.sh and
+#: scripts/execute_notebooks.py set ``COMPANION_THREADS`` to this).
 THREADS = 2
+#: Environment variables that set the thread count, in the order :func:`threads_wanted` reads them.
+THREAD_VARIABLES = ("COMPANION_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def setup(seed: int = 0, threads: int = THREADS, precision: int = 4) -> None:
-    """Seed Python, NumPy and PyTorch, fix the thread count and the print precision.
+def threads_wanted(threads: int | None = None, environ=None) -> int | None:
+    """The thread count ``setup`` sets: ``threads`` if given, else the first of
+    ``COMPANION_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` that is set, else None (torch's
+    own count stays, including one the reader chose with ``torch.set_num_threads`` before).
 
-    Call it once, in the first code cell of a notebook.
+    Raises ValueError for a count that is not a positive whole number.
     """
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be a positive int or None (the environment's count), got {threads!r}")
+        return threads
+    environ = os.environ if environ is None else environ
+    for name in THREAD_VARIABLES:
+        value = environ.get(name, "").strip()
+        if not value:
+            continue
+        try:
+            count = int(value.split(",")[0])  # OpenMP allows a list per nesting level
+        except ValueError:
+            raise ValueError(f"{name}={value!r}: expected a positive whole number of threads") from None
+        if count < 1:
+            raise ValueError(f"{name}={value!r}: expected a positive whole number of threads")
+        return count
+    return None
+
+
+def setup(seed: int = 0, threads: int | None = None, precision: int = 4) -> None:
+    """Seed Python, NumPy and PyTorch, set the thread count and the print precision.
+
+    Call it once, in the first code cell of a notebook. ``threads=None`` takes the count from the
+    environment (:func:`threads_wanted`): ``COMPANION_THREADS``, then ``OMP_NUM_THREADS`` and
+    ``MKL_NUM_THREADS``; with none of them set, torch keeps its own count. On a busy machine with
+    few cores, ``OMP_NUM_THREADS=1`` is often the fastest.
+    """
+    count = threads_wanted(threads)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    torch.set_num_threads(threads)
+    if count is not None and count != torch.get_num_threads():
+        torch.set_num_threads(count)
     torch.set_printoptions(precision=precision, sci_mode=False)
     np.set_printoptions(precision=precision, suppress=True)
     import matplotlib
@@ -89,19 +124,35 @@ def _sharp_png(fig):
 
 #: The first code cell of every chapter: on Colab or in any fresh environment it installs the
 #: course (once); where the companion is installed already, as in the book's own environment and
-#: in the tests, it does nothing. The book's pages leave it out (tag ``remove-cell``).
+#: in the tests, it does nothing. It installs by the distribution's name (``companion`` on the
+#: package index is an unrelated project, which it also tells apart by the missing
+#: ``companion/notebook.py``). The book's pages leave it out (tag ``remove-cell``).
 INSTALL_CELL = """\
 # On Colab or in a fresh environment, install the course's companion package
 # first (once); where it is installed already, this cell does nothing.
+import importlib
 import importlib.util
+from pathlib import Path
 
-if importlib.util.find_spec("companion") is None:
-    %pip install --quiet "git+{repository}"
+COURSE = ("{distribution}"
+          " @ git+{repository}")
+spec = importlib.util.find_spec("companion")
+if spec is None or not spec.origin or not Path(
+        spec.origin).with_name("notebook.py").is_file():
+    # Missing, or the unrelated package called "companion" on the index.
+    %pip install --quiet "{{COURSE}}"
+    importlib.invalidate_caches()
 """
 
 
 def install_cell_source() -> str:
     """The source of the install cell that opens every chapter notebook."""
-    from companion import REPOSITORY
+    from companion import DISTRIBUTION, REPOSITORY
 
-    return INSTALL_CELL.format(repository=REPOSITORY).rstrip("\n")
+    return INSTALL_CELL.format(distribution=DISTRIBUTION, repository=REPOSITORY).rstrip("\n")
+
+
+def is_install_cell(cell) -> bool:
+    """True for a chapter's install cell, in its current form or an earlier one."""
+    source = cell.get("source", "") if isinstance(cell, dict) else ""
+    return cell.get("cell_type") == "code" and "%pip install" in source and "companion" in source

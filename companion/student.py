@@ -17,10 +17,18 @@ A student notebook is the book's notebook with:
   text with a reference list at the end (see :func:`plain_markdown`). MyST syntax it does not know
   stops the build (:class:`UnknownSyntax`) instead of reaching a student as raw text.
 
+Links to other chapters and pages are absolute addresses of the published book
+(``companion.BOOK_URL``), so that a chapter downloaded alone still links to the others.
+
 The code cells (imports, check cells, tags) stay as they are, so the check cells report "not
-attempted yet" until the student writes an answer. The notebooks import the ``companion`` package;
-with it installed (``pip install "git+https://github.com/transformers-built-by-hand/course"``) they
-run from any folder, with no network: the Shakespeare text and the shipped model are package data.
+attempted yet" until the student writes an answer; only the install cell that opens each chapter
+is written afresh from ``companion.REPOSITORY`` and ``companion.DISTRIBUTION``
+(:func:`companion.notebook.install_cell_source`). The notebooks import the ``companion`` package;
+with it installed (``pip install "transformers-built-by-hand @ git+<companion.REPOSITORY>"``) they
+run from any folder, with no network: the Shakespeare text and the shipped models are package data.
+
+An installed companion carries no chapter notebooks: there, ``--book`` names the ``book/`` folder
+of a clone of the course, and without it the command says what it needs (:func:`needs_message`).
 """
 from __future__ import annotations
 
@@ -32,9 +40,13 @@ import re
 import sys
 from pathlib import Path
 
-import nbformat
+try:
+    import nbformat
+except ImportError:  # an installed companion without the "student" extra: main() says what to install
+    nbformat = None
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The book's chapters in a checkout of the course (an installed companion has none: see main()).
 BOOK = ROOT / "book"
 SOLUTION_TAG = "solution"
 #: Where the tests record how long nbval took to run each notebook (see tests/conftest.py).
@@ -126,10 +138,17 @@ def student_version(nb, name: str = "notebook", book: "Path | Book | None" = Non
     trouble = problems(nb, name)
     if trouble:
         raise ValueError("cannot write a student version:\n  " + "\n  ".join(trouble))
+    from companion.notebook import install_cell_source, is_install_cell
+
     out = copy.deepcopy(nb)
+    first_code = True
     for cell in out.cells:
         if cell.cell_type != "code":
             continue
+        if first_code and is_install_cell(cell):
+            # Written from companion.REPOSITORY and DISTRIBUTION, whatever the book's copy says.
+            cell.source = install_cell_source()
+        first_code = False
         if is_solution(cell):
             cell.source = stub_of(cell).rstrip("\n")
         elif "raises-exception" in cell.metadata.get("tags", []):
@@ -215,8 +234,12 @@ class Book:
     Markdown cells and of code cells, labelled equations) and every Markdown page of ``folder``.
     """
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, base_url: str | None = None):
+        from companion import BOOK_URL
+
         self.folder = Path(folder)
+        #: The published book's address (links in student notebooks are absolute: see :meth:`url`).
+        self.base_url = base_url or BOOK_URL
         self.titles: dict[str, str] = {}  # page stem -> title ("Attention")
         self.numbers: dict[str, int] = {}  # chapter stem -> chapter number
         self.labels: dict[str, dict] = {}  # label -> {"page", "text", "number"}
@@ -302,13 +325,22 @@ class Book:
             self._index_markdown(stem, content, number, counters)
 
     # -- lookups
+    def url(self, stem: str, anchor: str = "") -> str:
+        """The absolute address of a page of the published book (and of an anchor in it).
+
+        Absolute, so that a chapter downloaded alone still links to the others: a relative link
+        to a sibling notebook breaks as soon as the notebook leaves the book's folder.
+        """
+        return f"{self.base_url}book/{stem}.html" + (f"#{anchor}" if anchor else "")
+
     def page_link(self, stem: str, text: str | None, here: str) -> str:
-        """A link to a chapter's notebook (a sibling file), or plain text for any other page."""
+        """A link to a page of the published book (plain text for the page itself)."""
         title = self.titles.get(stem, stem.replace("_", " "))
         if stem in self.numbers:
             label = text or f"Chapter {self.numbers[stem]}, {title}"
-            return label if stem == here else f"[{label}]({stem}.ipynb)"
-        return text or f"*{title}* (a page of the online book)"
+        else:
+            label = text or f"*{title}*"
+        return label if stem == here else f"[{label}]({self.url(stem)})"
 
     def reference(self, label: str, text: str | None, here: str, numbered: bool) -> str:
         """A {ref} or {numref} as readable text: 'Figure 2.1', 'Exercise 3.2', a section title."""
@@ -330,11 +362,11 @@ class Book:
             shown = (text.replace("%s", "") if text else None) or entry["text"]
         if entry["page"] == here:
             return shown
-        if entry["page"] in self.numbers:
-            return f"[{shown}]({entry['page']}.ipynb)"
-        if text:  # the author's own words already say where it is
-            return shown
-        return f"{shown} (in *{self.titles.get(entry['page'], entry['page'])}*, a page of the online book)"
+        anchor = f"equation-{label}" if kind == "equation" else _html_id(label)
+        link = f"[{shown}]({self.url(entry['page'], anchor)})"
+        if entry["page"] in self.numbers or text:  # the author's own words already say where it is
+            return link
+        return f"{link} (in *{self.titles.get(entry['page'], entry['page'])}*)"
 
     def equation_number(self, label: str) -> str | None:
         entry = self.labels.get(label)
@@ -362,6 +394,21 @@ class Book:
             return "; ".join(e["year"] for e in found)
         text = "; ".join(f"{e['label']}, {e['year']}" for e in found)
         return f"({text})"
+
+
+def _html_id(label: str) -> str:
+    """The HTML id Sphinx gives a label (docutils' ``make_id``: lower case, runs of other
+    characters as one hyphen)."""
+    try:
+        from docutils.nodes import make_id
+    except ImportError:  # pragma: no cover - the book's toolchain has docutils
+        pass
+    else:
+        return make_id(label)
+    import unicodedata
+
+    text = unicodedata.normalize("NFKD", label.lower()).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"^[^a-z]+|[^a-z0-9]+$", "", re.sub(r"[^a-z0-9]+", "-", text))
 
 
 def _read_bibliography(path: Path) -> dict[str, dict]:
@@ -768,21 +815,64 @@ def write_times(page: Path = INSTRUCTORS, timings_file: Path = TIMINGS) -> str:
     return table
 
 
+def needs_message(book: Path | None = None) -> str:
+    """What ``python -m companion.student`` needs where no chapter notebooks are found (an
+    installed companion carries none: they are 2 MB of executed notebooks, figures and
+    bibliography that only this command reads, while the book serves every student version)."""
+    from companion import BOOK_URL, DISTRIBUTION, REPOSITORY
+
+    where = f"no chapter notebooks (NN_name.ipynb) in {book}" if book else "no chapter notebooks found"
+    return (f"{where}.\n"
+            "python -m companion.student writes student versions from the book's chapter notebooks, which\n"
+            "the installed package does not carry. Either:\n"
+            f"  * download a chapter's student version from its page of the book, {BOOK_URL}\n"
+            "    (the link 'Download the student version (no solutions)' under the title), or\n"
+            "  * clone the course and point the command at its book/ folder:\n"
+            f"      git clone {REPOSITORY} course\n"
+            f"      pip install \"{DISTRIBUTION}[student] @ git+{REPOSITORY}\"\n"
+            "      python -m companion.student --book course/book --out student 3")
+
+
 def main(argv: list[str] | None = None) -> int:
+    in_checkout = bool(chapters(BOOK))
     parser = argparse.ArgumentParser(
         prog="python -m companion.student", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("chapters", nargs="*", help="chapter numbers, names or notebook paths (default: all)")
-    parser.add_argument("--out", type=Path, default=ROOT / "student", help="output folder (default: student/)")
-    parser.add_argument("--times", action="store_true", help=f"write the run times measured by the tests ({TIMINGS.relative_to(ROOT)}) into {INSTRUCTORS.relative_to(ROOT)}")
+    parser.add_argument("--book", type=Path, default=BOOK if in_checkout else None,
+                        help="the folder of the book's chapter notebooks (default: book/ of this checkout)")
+    parser.add_argument("--out", type=Path, default=ROOT / "student" if in_checkout else Path("student"),
+                        help="output folder (default: student/ of the checkout, or of the current folder)")
+    parser.add_argument("--times", action="store_true",
+                        help="write the run times measured by the tests (_build/notebook_times.json) into "
+                             "book/instructors.md")
     args = parser.parse_args(argv)
+    if nbformat is None:
+        from companion import DISTRIBUTION, REPOSITORY
+
+        print("error: python -m companion.student needs nbformat, pybtex and latexcodec: "
+              f"pip install \"{DISTRIBUTION}[student] @ git+{REPOSITORY}\"", file=sys.stderr)
+        return 2
     try:
         if args.times:
+            if not in_checkout:
+                print(f"error: --times writes {INSTRUCTORS.name} of a checkout of the course; {needs_message()}",
+                      file=sys.stderr)
+                return 2
             print(write_times())
             return 0
-        paths = resolve(args.chapters)
-        if not paths:
-            parser.error(f"no chapter notebooks in {BOOK}")
+        given = [name for name in args.chapters if Path(name).suffix == ".ipynb"]
+        if args.book is None and (not args.chapters or len(given) < len(args.chapters)):
+            print(f"error: {needs_message()}", file=sys.stderr)
+            return 2
+        if args.book is not None and not chapters(args.book):
+            print(f"error: {needs_message(args.book)}", file=sys.stderr)
+            return 2
+        paths = resolve(args.chapters, args.book) if args.book is not None else [Path(p).resolve() for p in given]
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            print(f"error: no such notebook: {', '.join(map(str, missing))}", file=sys.stderr)
+            return 2
         for target in write(paths, args.out):
             print(target)
     except ValueError as exc:

@@ -30,8 +30,9 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
-# The same environment as scripts/test.sh (OMP_WAIT_POLICY: see there).
-ENV = {"PYTHONHASHSEED": "0", "MPLBACKEND": "Agg", "IPYKERNEL_CELL_NAME": "<IPY-INPUT>", "OMP_WAIT_POLICY": "PASSIVE"}
+# The same environment as scripts/test.sh (OMP_WAIT_POLICY and COMPANION_THREADS: see there).
+ENV = {"PYTHONHASHSEED": "0", "MPLBACKEND": "Agg", "IPYKERNEL_CELL_NAME": "<IPY-INPUT>", "OMP_WAIT_POLICY": "PASSIVE",
+       "COMPANION_THREADS": "2"}
 
 
 def trim_expected_errors(nb) -> int:

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --browser
 # OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning. With two test workers on
 # two cores, spinning threads starve each other (a forward pass measured 100x slower).
-export PYTHONHASHSEED=0 MPLBACKEND=Agg IPYKERNEL_CELL_NAME='<IPY-INPUT>' OMP_WAIT_POLICY=PASSIVE
+# COMPANION_THREADS=2: the thread count the stored outputs were computed with (companion.notebook.setup).
+export PYTHONHASHSEED=0 MPLBACKEND=Agg IPYKERNEL_CELL_NAME='<IPY-INPUT>' OMP_WAIT_POLICY=PASSIVE COMPANION_THREADS=2
 .venv/bin/python -m pytest tests book \
   --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
   -p no:cacheprovider -n 2 --dist loadfile "$@"

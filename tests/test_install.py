@@ -1,7 +1,8 @@
 """The course runs from a plain, non-editable install, from any folder, with no network.
 
-What a student does (README, "For students"): ``pip install "git+https://github.com/…/course"``,
-then opens a student notebook anywhere. This test does the same without the network:
+What a student does (README, "For students"): ``pip install "transformers-built-by-hand @
+git+https://github.com/…/course"``, then opens a student notebook anywhere. This test does the same
+without the network:
 
 1. builds the wheel from the checkout (``pip wheel --no-deps``) and checks its size;
 2. creates a fresh virtual environment that does not see the checkout, and gives it the wheel's
@@ -9,7 +10,9 @@ then opens a student notebook anywhere. This test does the same without the netw
    distributions into it: exactly the closure of the requirements the wheel declares, nothing else,
    so a dependency missing from pyproject.toml fails here as it would for a student;
 3. installs the wheel (not editable) with ``pip install --no-deps --no-index --target``;
-4. runs the student versions of chapters 7 to 10 in a temporary folder outside the checkout, in a
+4. runs ``python -m companion.student`` from the installed package: without a book it says exactly
+   what it needs; given the checkout's ``book/`` (``--book``) it writes student versions;
+5. runs the student versions of chapters 7 to 10 in a temporary folder outside the checkout, in a
    kernel started with the fresh environment's Python in isolated mode (``-I``: no PYTHONPATH, no
    user site), with every non-local network connection refused, and checks that no cell fails
    (other than those tagged ``raises-exception``), that every check says "not attempted yet", and
@@ -30,6 +33,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+import companion
 from companion import student
 
 pytestmark = pytest.mark.slow  # builds a wheel and runs four notebooks; part of scripts/test.sh
@@ -135,7 +139,7 @@ def fresh_env(tmp_path_factory):
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                             "-q", "-w", str(wheels), str(source)], capture_output=True, text=True)
     assert built.returncode == 0, f"pip wheel failed:\n{built.stdout}\n{built.stderr}"
-    wheel = next(wheels.glob("companion-*.whl"))
+    wheel = next(wheels.glob(f"{companion.DISTRIBUTION.replace('-', '_')}-*.whl"))
 
     venv = tmp / "venv"
     base_python = getattr(sys, "_base_executable", sys.executable)
@@ -144,7 +148,9 @@ def fresh_env(tmp_path_factory):
     python = venv / "bin" / "python"
     site = Path(subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
-    _link_distributions(_closure(_wheel_dependencies(wheel) + ["ipykernel"]), site)
+    # ipykernel to run notebooks; the "student" extra for python -m companion.student.
+    extras = ["ipykernel", "nbformat", "pybtex", "latexcodec"]
+    _link_distributions(_closure(_wheel_dependencies(wheel) + extras), site)
     installed = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q",
                                 "--target", str(site), str(wheel)], capture_output=True, text=True)
     assert installed.returncode == 0, f"pip install failed:\n{installed.stderr}"
@@ -166,6 +172,37 @@ def test_the_wheel_is_small_and_carries_the_data(fresh_env):
     assert str(ROOT) not in where and "site-packages" in where, f"the fresh environment imports {where}"
     assert Path(model).is_file() and str(ROOT) not in model
     assert int(characters) > 1_000_000
+
+
+def test_the_wheel_has_the_distributions_name(fresh_env):
+    python, wheel, _ = fresh_env
+    assert wheel.name.startswith("transformers_built_by_hand-"), wheel.name
+    probe = subprocess.run([str(python), "-I", "-c", "from importlib import metadata; import companion\n"
+                            "print(metadata.version(companion.DISTRIBUTION))"],
+                           capture_output=True, text=True, cwd=wheel.parent)
+    assert probe.returncode == 0 and probe.stdout.strip() == companion.__version__, probe.stderr
+
+
+def test_the_student_command_runs_from_the_installed_package(fresh_env, tmp_path):
+    """Without a book it says exactly what it needs (one message, no traceback); with ``--book``
+    it writes student versions whose links are absolute and whose install cell names the course."""
+    python, _, _ = fresh_env
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    bare = subprocess.run([str(python), "-I", "-m", "companion.student", "3"], capture_output=True, text=True,
+                          cwd=tmp_path, env=env)
+    assert bare.returncode == 2 and "Traceback" not in bare.stderr, bare.stderr
+    for needed in (companion.BOOK_URL, f"git clone {companion.REPOSITORY}", "--book"):
+        assert needed in bare.stderr, bare.stderr
+    done = subprocess.run([str(python), "-I", "-m", "companion.student", "--book", str(ROOT / "book"), "2", "9"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    written = sorted((tmp_path / "student").glob("*.ipynb"))
+    assert [p.name for p in written] == ["02_attention.ipynb", "09_encoder_decoder.ipynb"], done.stdout
+    nb = nbformat.read(written[1], as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert f"]({companion.BOOK_URL}book/05_positional_encoding.html" in text
+    assert not re.search(r"\]\((?!https?://|attachment:)", text)
+    assert companion.install_requirement().split(" @ ")[0] in nb.cells[1].source
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

@@ -26,8 +26,11 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+import companion
 from companion import student
+from companion.notebook import install_cell_source, is_install_cell
 
+BOOK = companion.BOOK_URL + "book/"
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = student.chapters()
 IDS = [p.stem for p in CHAPTERS]
@@ -180,7 +183,9 @@ def test_no_solution_code_survives_and_no_other_code_changed(path, student_dir):
         if "raises-exception" in tags:  # printed instead of raised (student.shown_error)
             expected["tags"] = [t for t in tags if t != "raises-exception"]
         assert {k: v for k, v in s.metadata.items()} == expected
-        if student.is_solution(b):
+        if i == 0 and is_install_cell(b):  # written afresh from companion.REPOSITORY and DISTRIBUTION
+            assert s.source == install_cell_source(), "the install cell is not install_cell_source()"
+        elif student.is_solution(b):
             assert s.source == student.stub_of(b).rstrip("\n"), f"code cell {i}: not the stub"
         elif "raises-exception" in tags:
             assert s.source == student.shown_error(b.source), f"code cell {i}: the error is not printed"
@@ -340,8 +345,8 @@ def test_plain_markdown_of_every_construct(tmp_path):
     text = out.cells[0].source
     assert _markdown_problems(text) == []
     for expected in [
-        "[Chapter 3, Second thoughts](03_second.ipynb)", "the intro,", "[More](03_second.ipynb)",
-        "Notation (in *Welcome*, a page of the online book)", "Figure 2.1,", "Fig. 2.1,", "Exercise 2.1 and (2.1)",
+        f"[Chapter 3, Second thoughts]({BOOK}03_second.html)", f"[the intro]({BOOK}intro.html),",
+        f"[More]({BOOK}03_second.html#sec-more)", f"[Notation]({BOOK}intro.html#notation) (in *Welcome*)", "Figure 2.1,", "Fig. 2.1,", "Exercise 2.1 and (2.1)",
         "(Smith et al., 2020)", "Doe and Roe (2019)", "(Smith et al., 2020; Doe and Roe, 2019)", "$x^2$",
         "``{doc}`x` ``", "`{ref}`", "$$ a + b  \\tag{2.1}$$", "![An arrow.](attachment:arrow.svg)",
         "**Figure 2.1.** An arrow, with $y$.", "> **Note.** Remember this.", "> **A title.** Body text.",
@@ -381,7 +386,7 @@ def test_figures_of_code_cells_get_their_caption(tmp_path):
     nbformat.write(nb, book / "02_toy.ipynb")
     out = student.student_version(nb, "02_toy.ipynb", book=book)
     assert [c.cell_type for c in out.cells] == ["markdown", "code", "markdown"]
-    assert out.cells[2].source == "**Figure 2.1.** A line, see [Chapter 3, Second thoughts](03_second.ipynb)."
+    assert out.cells[2].source == f"**Figure 2.1.** A line, see [Chapter 3, Second thoughts]({BOOK}03_second.html)."
     nbformat.validate(out)
 
 
@@ -525,3 +530,201 @@ def test_a_built_chapter_page_links_to_its_student_notebook(tmp_path):
     assert mine.cells[0].source.startswith("# Toy") and "### Exercise 1.1 — Double it" in mine.cells[0].source
     assert "(Smith, 2020)" in mine.cells[0].source
     assert all(not _markdown_problems(c.source) for c in mine.cells if c.cell_type == "markdown")
+
+
+# --- the student path: links, the install cell, the repository address, threads ------------------
+
+_LINK = re.compile(r"\]\(([^)\s]+)")
+PLACEHOLDER = "OWNER" + "/REPOSITORY"  # jupyter-book's example address, once left in a page
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
+def test_links_to_other_pages_are_absolute_addresses_of_the_book(path, student_dir):
+    """A chapter downloaded alone (as every chapter page offers it) still links to the others."""
+    mine = _student_version(student_dir, path)
+    pages = {p.stem for p in (ROOT / "book").glob("*.ipynb")} | {p.stem for p in (ROOT / "book").glob("*.md")}
+    for i, cell in enumerate(mine.cells):
+        if cell.cell_type != "markdown":
+            continue
+        for target in _LINK.findall(cell.source):
+            if target.startswith("attachment:"):
+                continue
+            assert re.match(r"^https?://", target), f"cell {i}: a relative link {target!r} breaks outside book/"
+            if target.startswith(BOOK):
+                page = target[len(BOOK):].split("#")[0]
+                assert page.endswith(".html") and page[:-5] in pages, f"cell {i}: {target} names no page of the book"
+
+
+def test_the_student_versions_have_no_relative_links_at_all(student_dir):
+    links = [t for p in student_dir.glob("*.ipynb") for c in _read(p).cells if c.cell_type == "markdown"
+             for t in _LINK.findall(c.source) if not t.startswith("attachment:")]
+    assert links and all(t.startswith(("https://", "http://")) for t in links), [t for t in links if "://" not in t]
+    assert sum(t.startswith(BOOK) for t in links) >= 40  # 48 relative links before
+
+
+def test_anchors_are_the_ids_sphinx_gives_labels():
+    book = student.Book(ROOT / "book")
+    assert student._html_id("sec-x") == "sec-x" and student._html_id("Fig_Attention 2") == "fig-attention-2"
+    ref = book.reference("eq-sum", None, "01_dot_products", numbered=False) if "eq-sum" in book.labels else ""
+    assert ref == "" or "#equation-eq-sum" in ref
+    other = next(k for k, v in book.labels.items() if v["page"] == "02_attention" and v["kind"] != "equation")
+    assert f"{BOOK}02_attention.html#{other}" in book.reference(other, None, "03_multi_head_attention", numbered=True)
+
+
+def test_the_install_cell_is_written_from_the_constants(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    old = ('import importlib.util\n\nif importlib.util.find_spec("companion") is None:\n'
+           '    %pip install --quiet "git+https://github.com/someone/else"')
+    nb.cells = [nbformat.v4.new_markdown_cell("# Toy"), nbformat.v4.new_code_cell(old, metadata={"tags": ["remove-cell"]}),
+                nbformat.v4.new_code_cell("print('%pip install companion')")]
+    out = student.student_version(nb, "02_toy.ipynb", book=_toy_book(tmp_path))
+    assert out.cells[1].source == install_cell_source()
+    assert out.cells[2].source == "print('%pip install companion')"  # only the first code cell
+    source = install_cell_source()
+    assert f'"{companion.DISTRIBUTION}"' in source and f"git+{companion.REPOSITORY}" in source
+    assert all(len(line) <= 78 for line in source.splitlines())
+    assert companion.DISTRIBUTION != "companion"
+
+
+def _run_install_cell(tmp_path, monkeypatch, fake_companion: str | None) -> list[str]:
+    """Run the install cell in an IPython shell whose %pip only records its arguments."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    calls: list[str] = []
+    source = install_cell_source()
+    shell = InteractiveShell.instance()
+    shell.register_magic_function(calls.append, "line", "pip")
+    if fake_companion is not None:
+        site = tmp_path / "site"
+        (site / "companion").mkdir(parents=True)
+        (site / "companion" / "__init__.py").write_text(fake_companion)
+        monkeypatch.syspath_prepend(str(site))
+        monkeypatch.delitem(sys.modules, "companion", raising=False)
+    try:
+        result = shell.run_cell(source)
+        assert result.success, result.error_in_exec
+    finally:
+        shell.magics_manager.magics["line"].pop("pip", None)
+        InteractiveShell.clear_instance()
+    return calls
+
+
+def test_the_install_cell_installs_only_where_the_course_is_missing(tmp_path, monkeypatch):
+    assert _run_install_cell(tmp_path, monkeypatch, None) == []  # the course is importable here
+    # The unrelated "companion" of the package index (no companion/notebook.py): install the course.
+    calls = _run_install_cell(tmp_path, monkeypatch, '"""Companion robot"""\n')
+    assert calls == [f'install --quiet "{companion.install_requirement()}"']
+
+
+def test_the_repository_address_lives_in_the_configuration():
+    """_config.yml's repository url is the source; companion.REPOSITORY says the same, every other
+    copy is the same address (scripts/stamp_repository.py rewrites them), no placeholder is left."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["repository"]["url"] == companion.REPOSITORY
+    assert companion.BOOK_URL == companion.book_url(config["repository"]["url"])
+    owner = companion.REPOSITORY.split("/")[3]
+    copies = re.compile(rf"github\.com/{re.escape(owner)}/[\w.-]*|{re.escape(owner.lower())}\.github\.io/[\w.-]*", re.I)
+    stamp = _stamp_script()
+    wrong = []
+    for path in stamp.tracked_text_files(ROOT):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        if PLACEHOLDER in text:
+            wrong.append(f"{path.relative_to(ROOT)}: the placeholder {PLACEHOLDER}")
+        for m in copies.finditer(text):
+            if m.group(0) not in (companion.REPOSITORY.removeprefix("https://"), companion.BOOK_URL[8:-1]):
+                wrong.append(f"{path.relative_to(ROOT)}: {m.group(0)}")
+    assert not wrong, "copies of the address that are not companion.REPOSITORY:\n" + "\n".join(wrong)
+    assert stamp.plan(ROOT) == {}
+
+
+def _stamp_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("stamp_repository", ROOT / "scripts" / "stamp_repository.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_stamp_script_rewrites_every_copy(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "companion").mkdir(parents=True)
+    (repo / "_config.yml").write_text("repository:\n  url: https://github.com/New-Owner/new-course\n")
+    (repo / "companion" / "__init__.py").write_text('REPOSITORY = "https://github.com/old/course"\n')
+    (repo / "README.md").write_text("pip install git+https://github.com/old/course\nhttps://old.github.io/course/\n")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    stamp = _stamp_script()
+    changes = stamp.plan(repo)
+    assert set(changes) == {repo / "README.md", repo / "companion" / "__init__.py"}
+    assert changes[repo / "README.md"] == ("pip install git+https://github.com/New-Owner/new-course\n"
+                                           "https://new-owner.github.io/new-course/\n")
+
+
+def test_the_command_from_an_installed_package_says_what_it_needs(tmp_path, monkeypatch, capsys):
+    """An installed companion has no book/ beside it: the command names what it needs, exactly."""
+    monkeypatch.setattr(student, "BOOK", tmp_path / "no-book")
+    assert student.main(["3"]) == 2
+    said = capsys.readouterr().err
+    for needed in (companion.BOOK_URL, f"git clone {companion.REPOSITORY}", f"{companion.DISTRIBUTION}[student]",
+                   "--book"):
+        assert needed in said, said
+    assert student.main(["--book", str(tmp_path), "3"]) == 2
+    assert f"no chapter notebooks (NN_name.ipynb) in {tmp_path}" in capsys.readouterr().err
+    out = tmp_path / "out"
+    assert student.main(["--book", str(ROOT / "book"), "--out", str(out), "2"]) == 0
+    assert (out / "02_attention.ipynb").is_file()
+
+
+@pytest.mark.parametrize("environ,expected", [
+    ({}, None), ({"OMP_NUM_THREADS": "1"}, 1), ({"MKL_NUM_THREADS": "3"}, 3), ({"OMP_NUM_THREADS": "4,2"}, 4),
+    ({"OMP_NUM_THREADS": "1", "COMPANION_THREADS": "2"}, 2), ({"OMP_NUM_THREADS": " "}, None),
+])
+def test_setup_takes_the_thread_count_from_the_environment(environ, expected):
+    from companion.notebook import threads_wanted
+
+    assert threads_wanted(None, environ) == expected
+    assert threads_wanted(3, environ) == 3
+
+
+@pytest.mark.parametrize("bad,variable", [(0, "0"), (-1, "-1"), (1.5, "1.5"), ("2", "two"), (True, "all")])
+def test_setup_refuses_a_bad_thread_count(bad, variable):
+    from companion.notebook import threads_wanted
+
+    with pytest.raises(ValueError, match="threads must be a positive int"):
+        threads_wanted(bad, {})
+    with pytest.raises(ValueError, match="OMP_NUM_THREADS="):
+        threads_wanted(None, {"OMP_NUM_THREADS": variable})
+
+
+def test_setup_keeps_a_count_the_reader_chose(monkeypatch):
+    import torch
+
+    from companion.notebook import setup
+
+    before = torch.get_num_threads()
+    for name in ("COMPANION_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        torch.set_num_threads(1)
+        setup()
+        assert torch.get_num_threads() == 1
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        setup()
+        assert torch.get_num_threads() == 2
+        setup(threads=1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_command_without_nbformat_says_what_to_install(monkeypatch, capsys):
+    monkeypatch.setattr(student, "nbformat", None)
+    assert student.main(["3"]) == 2
+    said = capsys.readouterr().err
+    assert "nbformat" in said and f'"{companion.DISTRIBUTION}[student] @ git+{companion.REPOSITORY}"' in said
