@@ -140,6 +140,20 @@ def _jsonable(name: str, value: Any) -> str:
         raise TypeError(f"`{name}` must be JSON-serializable (numbers, strings, lists, dicts) ({exc})") from None
 
 
+def _ties(model: nn.Module) -> dict[str, str]:
+    """``{alias: first name}`` of the state-dict entries that share their storage (a tied head),
+    as save_checkpoint records them."""
+    aliases: dict[str, str] = {}
+    seen: dict[tuple, str] = {}
+    for key, value in model.state_dict().items():
+        ident = (value.data_ptr(), value.dtype, tuple(value.shape), value.stride())
+        if value.numel() and ident in seen:
+            aliases[key] = seen[ident]
+            continue
+        seen[ident] = key
+    return aliases
+
+
 def save_checkpoint(path, model: nn.Module, tokenizer, *, train_state: dict | None = None,
                     optimizer_tensors: dict[str, torch.Tensor] | None = None, info: dict | None = None) -> Path:
     """Write ``model`` and its ``tokenizer`` (and optionally what resuming training needs) to one file.
@@ -165,15 +179,10 @@ def save_checkpoint(path, model: nn.Module, tokenizer, *, train_state: dict | No
                          "convert it first, e.g. model.float()")
     (dtype,) = floats
     tensors: dict[str, torch.Tensor] = {}
-    aliases: dict[str, str] = {}
-    seen: dict[tuple, str] = {}
+    aliases = _ties(model)  # a tied weight is stored once, with its alias recorded
     for key, value in model.state_dict().items():
-        ident = (value.data_ptr(), value.dtype, tuple(value.shape), value.stride())
-        if value.numel() and ident in seen:  # a tied weight: store it once, remember the alias
-            aliases[key] = seen[ident]
-            continue
-        seen[ident] = key
-        tensors[f"model.{key}"] = value.detach().cpu().contiguous()
+        if key not in aliases:
+            tensors[f"model.{key}"] = value.detach().cpu().contiguous()
     for key, value in (optimizer_tensors or {}).items():
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"`optimizer_tensors[{key!r}]` must be a tensor (got {type(value).__name__})")
@@ -292,6 +301,24 @@ def load_checkpoint(path, model: nn.Module | None = None) -> tuple[nn.Module, An
             raise ValueError(f"checkpoint {str(path)!r} was made for another configuration: {diff}")
     model = model.to(dtype)
     weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    wrong = {k: str(v.dtype) for k, v in weights.items() if v.is_floating_point() and v.dtype != dtype}
+    if wrong:
+        first = next(iter(wrong))
+        raise ValueError(f"checkpoint {str(path)!r} says its dtype is {meta['dtype']} but {len(wrong)} of its tensors "
+                         f"are not (model.{first} is {wrong[first]}): the file was not written by save_checkpoint; "
+                         "save the model again with save_checkpoint")
+    ties = _ties(model)
+    if not isinstance(aliases, dict) or aliases != ties:
+        said = aliases if isinstance(aliases, dict) else {}
+        extra_ties = {a: t for a, t in said.items() if ties.get(a) != t}
+        missing = {a: t for a, t in ties.items() if said.get(a) != t}
+        what = "; ".join(filter(None, [
+            f"it ties {', '.join(f'{a} to {t}' for a, t in extra_ties.items())}, which this model keeps apart"
+            if extra_ties else "",
+            f"it stores {', '.join(f'{a} apart from {t}' for a, t in missing.items())}, which this model ties"
+            if missing else ""]))
+        raise ValueError(f"checkpoint {str(path)!r} does not match its configuration: {what or aliases!r}. "
+                         "Save the model again with save_checkpoint")
     for alias, target in aliases.items():
         weights[alias] = weights.get(target)
     expected = model.state_dict()

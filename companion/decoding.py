@@ -190,6 +190,17 @@ def _context_length(model: Model, context_length: int | None) -> int | None:
     return context_length
 
 
+def _check_model(model: Any) -> None:
+    """``model`` must map target ids to logits; an encoder-decoder needs its source first."""
+    if callable(getattr(model, "conditioned_on", None)) and callable(getattr(model, "encode", None)):
+        raise TypeError(f"`model` is an encoder-decoder ({type(model).__name__}): it needs a source to decode "
+                        "from. Pass `model.conditioned_on(src)`, the language model p(y | x) of that source "
+                        "(src of shape (B, S); one row serves any number of target rows, as in beam search)")
+    if not callable(model):
+        raise TypeError(f"`model` must be callable, mapping ids (B, T) to logits (B, T, V) (got "
+                        f"{type(model).__name__})")
+
+
 class _Runner:
     """Feeds growing sequences to a model and returns the logits for the next token.
 
@@ -201,9 +212,7 @@ class _Runner:
 
     def __init__(self, model: Model, seqs: Tensor, context_length: int | None, use_cache: bool | None,
                  refill_to: int | None = None):
-        if not callable(model):
-            raise TypeError(f"`model` must be callable, mapping ids (B, T) to logits (B, T, V) (got "
-                            f"{type(model).__name__})")
+        _check_model(model)
         if use_cache is not None:
             check_bool("use_cache", use_cache)
         has_cache = callable(getattr(model, "new_cache", None))
@@ -653,6 +662,7 @@ def sequence_log_prob(model: Model, prompt: Any, continuation: Any, *, context_l
     Shapes:
         ``prompt`` (T,), ``continuation`` (n,) -> a float.
     """
+    _check_model(model)
     ids, single = _as_prompt(prompt, _device(model))
     if not single:
         raise ValueError(f"`prompt` must be one sequence of shape (T,) (got shape={tuple(ids.shape)})")

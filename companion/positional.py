@@ -121,7 +121,15 @@ class SinusoidalPositionalEncoding(nn.Module):
     def __init__(self, d_model: int, context_length: int, *, c: float = 10000.0):
         super().__init__()
         self.d_model, self.context_length = d_model, context_length
-        self.register_buffer("table", sinusoidal_encoding(context_length, d_model, c=c), persistent=False)
+        # The table in float64, kept aside: .double() (or .half()) rounds it afresh from these
+        # digits instead of widening the float32 copy (which would be off by about 3e-8).
+        self._exact = sinusoidal_encoding(context_length, d_model, c=c, dtype=torch.float64)
+        self.register_buffer("table", self._exact.float(), persistent=False)
+
+    def _apply(self, fn, *args, **kwargs):
+        super()._apply(fn, *args, **kwargs)  # moves and casts the buffer
+        self.table = self._exact.to(device=self.table.device, dtype=self.table.dtype)
+        return self
 
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
         B, T, C = _check_input(x, offset, self, "build the encoding with a larger context_length")

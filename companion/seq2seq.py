@@ -35,7 +35,7 @@ from companion.attention import KVCache, scaled_dot_product_attention
 from companion.block import DecoderBlock
 from companion.encoder import Encoder
 from companion.norm import LayerNorm
-from companion.validation import check_vectors
+from companion.validation import IGNORE_INDEX, check_token_ids, check_vectors
 from companion.positional import SinusoidalPositionalEncoding
 
 __all__ = ["Seq2SeqConfig", "Decoder", "DecoderCache", "Seq2SeqTransformer", "ConditionalLM"]
@@ -482,15 +482,22 @@ class Seq2SeqTransformer(nn.Module):
         if B2 != B:
             raise ValueError(f"`src` and `tgt` must have the same batch size (got {B} and {B2})")
         if targets is not None:
-            if not isinstance(targets, Tensor) or tuple(targets.shape) != (B, T) or targets.is_floating_point():
+            if not isinstance(targets, Tensor) or tuple(targets.shape) != (B, T) or targets.is_floating_point() \
+                    or targets.is_complex() or targets.dtype == torch.bool:
                 got = f"{tuple(targets.shape)} {targets.dtype}" if isinstance(targets, Tensor) else type(targets).__name__
                 raise ValueError(f"`targets` must be integer ids of the same shape as `tgt` {(B, T)} (got {got})")
+            check_token_ids("targets", targets, c.vocab_size, ignore_index=IGNORE_INDEX,
+                            hint=f"pad_id={c.pad_id} and -100 (as for the GPT) are both left out of the loss")
         memory, mask = self._encode(src, src_key_mask)  # (B, S, d)
         logits = self.decode(tgt, memory, memory_key_mask=mask, tgt_key_mask=tgt_key_mask)  # (B, T, V)
         loss = None
         if targets is not None:
             V = logits.shape[-1]
-            loss = F.cross_entropy(logits.reshape(B * T, V).float(), targets.reshape(B * T), ignore_index=c.pad_id)
+            # pad_id and -100 (the GPT's ignore_index) are both left out; the mean over the rest
+            # is 0, with a zero gradient, when nothing is left (as the GPT's), never NaN.
+            flat = targets.reshape(B * T).long().masked_fill(targets.reshape(B * T) == c.pad_id, IGNORE_INDEX)
+            nll = F.cross_entropy(logits.reshape(B * T, V).float(), flat, ignore_index=IGNORE_INDEX, reduction="sum")
+            loss = nll / (flat != IGNORE_INDEX).sum().clamp(min=1)
         return logits, loss
 
     # ---------------------------------------------------------------- decoding
@@ -603,8 +610,13 @@ class ConditionalLM(nn.Module):
         if n == 1:  # one source, many hypotheses of its translation
             mask = None if self.memory_key_mask is None else self.memory_key_mask.expand(B, -1)
             return self.memory.expand(B, -1, -1), mask  # (B, S, d)
-        raise ValueError(f"`ids` must have as many rows as the source (B={n}) or the source must be one row "
-                         f"(got {B} rows of ids)")
+        raise ValueError(self._rows_message(B))
+
+    def _rows_message(self, B: int) -> str:
+        n = self.memory.shape[0]
+        return (f"the source given to conditioned_on() has {n} rows but the target ids (`ids`, the decoder's "
+                f"prompt) have {B}: give one target row per source row, or condition on one source row, "
+                "model.conditioned_on(src[i:i+1]), which serves any number of target rows (beam search)")
 
     def forward(self, ids: Tensor, cache: DecoderCache | None = None) -> Tensor:
         c = self.config
@@ -612,7 +624,9 @@ class ConditionalLM(nn.Module):
         if cache is None:
             memory, mask = self._rows(B)
             return self.model.decode(ids, memory, memory_key_mask=mask)  # (B, T, V)
-        if isinstance(cache, DecoderCache) and cache.batch_size == 1 and B > 1 and len(cache) == 0:
+        if isinstance(cache, DecoderCache) and len(cache) == 0 and cache.batch_size != B:
+            if cache.batch_size != 1:
+                raise ValueError(self._rows_message(B))
             cache.reorder(torch.zeros(B, dtype=torch.long))  # one source row copied for each target row
         return self.model.decode(ids, cache=cache)  # (B, T, V)
 

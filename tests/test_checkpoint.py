@@ -235,3 +235,89 @@ def test_more_wrong_arguments(tmp_path, saved):
     _, path = saved
     with pytest.raises(TypeError, match=r"`new_path` must be a str or pathlib.Path \(got int\)"):
         upgrade_checkpoint(path, 3)
+
+
+# --- files that pass every digest but do not say what their tensors are (issue 19) -------------
+
+def _forge(src, dst, edit):
+    """Rewrite a checkpoint with ``edit(tensors, meta)`` applied and every digest recomputed: a file
+    a careless tool could write, which no byte check can catch."""
+    from companion import checkpoint as ck
+
+    tensors, meta = read_checkpoint(src)
+    tensors, meta = dict(tensors), dict(meta)
+    edit(tensors, meta)
+    meta.pop("digests")
+    meta["digests"] = json.dumps(ck._digests(meta, tensors), sort_keys=True)
+    dst.write_bytes(save_bytes(tensors, metadata=meta))
+    return dst
+
+
+def test_a_dtype_that_disagrees_with_the_tensors_is_refused(saved, tmp_path):
+    saved = saved[1]
+    def to_double(tensors, meta):
+        for k in list(tensors):
+            if k.startswith("model."):
+                tensors[k] = tensors[k].double()
+
+    forged = _forge(saved, tmp_path / "double.safetensors", to_double)  # says float32, holds float64
+    with pytest.raises(ValueError, match=r"says its dtype is torch.float32 but \d+ of its tensors are not "
+                                         r"\(model\.\S+ is torch.float64\)"):
+        load_checkpoint(forged)
+
+    def one_half(tensors, meta):
+        tensors["model.final_norm.weight"] = tensors["model.final_norm.weight"].half()
+
+    with pytest.raises(ValueError, match=r"model\.final_norm\.weight is torch.float16"):
+        load_checkpoint(_forge(saved, tmp_path / "half.safetensors", one_half))
+
+
+def test_an_alias_the_model_does_not_tie_is_refused(tmp_path):
+    """A Seq2SeqTransformer with tie_embeddings=False keeps its head apart: a file that aliases
+    the head to the target embedding would load the embedding's values into the head, silently."""
+    from companion.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+    from companion.translation import TranslationTokenizer
+
+    tok = TranslationTokenizer.from_texts(["one two", "eins zwei"])
+    model = Seq2SeqTransformer(Seq2SeqConfig(vocab_size=tok.vocab_size, pad_id=tok.pad_id, context_length=8,
+                                             d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=1,
+                                             tie_embeddings=False))
+    path = save_checkpoint(tmp_path / "untied.safetensors", model, tok)
+    load_checkpoint(path)  # as saved: fine
+
+    def alias_head(tensors, meta):
+        del tensors["model.head.weight"]
+        meta["aliases"] = json.dumps({"head.weight": "tgt_emb.weight"}, sort_keys=True)
+
+    with pytest.raises(ValueError, match=r"it ties head\.weight to tgt_emb\.weight, which this model keeps apart"):
+        load_checkpoint(_forge(path, tmp_path / "forged.safetensors", alias_head))
+
+
+def test_a_tied_weight_stored_twice_is_refused(saved, tmp_path):
+    saved = saved[1]
+    def untie(tensors, meta):
+        tensors["model.head.weight"] = torch.randn_like(tensors["model.tok_emb.weight"])
+        meta["aliases"] = json.dumps({}, sort_keys=True)
+
+    with pytest.raises(ValueError, match=r"it stores head\.weight apart from tok_emb\.weight, which this model ties"):
+        load_checkpoint(_forge(saved, tmp_path / "twice.safetensors", untie))
+
+
+def test_an_alias_between_two_unrelated_weights_is_refused(saved, tmp_path):
+    saved = saved[1]
+    def alias_norm(tensors, meta):
+        del tensors["model.final_norm.bias"]
+        meta["aliases"] = json.dumps({"head.weight": "tok_emb.weight", "final_norm.bias": "final_norm.weight"},
+                                     sort_keys=True)
+
+    with pytest.raises(ValueError, match=r"ties final_norm\.bias to final_norm\.weight, which this model keeps apart"):
+        load_checkpoint(_forge(saved, tmp_path / "norm.safetensors", alias_norm))
+
+
+def test_the_shipped_models_tie_what_their_files_say():
+    from companion import checkpoint as ck
+    from companion.data import asset_path
+
+    for name in ("shakespeare_char", "numbers_en_de", "shakespeare_mlm"):
+        model, _, _ = load_checkpoint(asset_path(f"{name}.safetensors"))
+        assert len(ck._ties(model)) == 1
