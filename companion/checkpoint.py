@@ -44,6 +44,7 @@ __all__ = [
     "read_checkpoint",
     "upgrade_checkpoint",
     "shipped_model_path",
+    "check_output_path",
     "SHIPPED_MODEL",
 ]
 
@@ -152,6 +153,29 @@ def _ties(model: nn.Module) -> dict[str, str]:
             continue
         seen[ident] = key
     return aliases
+
+
+def check_output_path(path, name: str = "path") -> Path:
+    """``path`` must be a place a checkpoint can be written to; returns it as a Path.
+
+    Command lines call it before training, so that a bad ``--out`` is found in a second, not
+    after the run: it must not be a folder, nor lie in a "folder" that is a file, nor be one of
+    the models shipped with the course (chapters 7 to 10 read them).
+    """
+    path = check_path(name, path)
+    if str(path) in ("", ".") or path.is_dir():
+        raise ValueError(f"`{name}` must name a file, but {str(path)!r} is a folder; add a file name such as "
+                         f"{Path(path) / 'model.safetensors'}")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise ValueError(f"`{name}` cannot be written: {str(parent)!r} is a file, not a folder")
+    from companion.data import asset_path
+
+    assets = Path(asset_path(SHIPPED_MODEL)).resolve().parent
+    if path.resolve().parent == assets and path.suffix == ".safetensors":
+        raise ValueError(f"`{name}` {str(path)!r} is the shipped model of the course, which the chapters read; "
+                         "write elsewhere, e.g. runs/model.safetensors")
+    return path
 
 
 def save_checkpoint(path, model: nn.Module, tokenizer, *, train_state: dict | None = None,

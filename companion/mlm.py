@@ -45,6 +45,7 @@ from companion.data import CharTokenizer, get_batch, load_corpus, play_group, pl
 from companion.encoder import Encoder
 from companion.model import GPT, GPTConfig
 from companion.train import History, TrainConfig, learning_rate, make_optimizer
+from companion.validation import check_logits
 
 __all__ = [
     "IGNORE_INDEX",
@@ -269,6 +270,10 @@ def mlm_loss(logits: Tensor, labels: Tensor) -> Tensor:
     if int(labels[chosen].min()) < 0 or int(labels[chosen].max()) >= V:
         raise ValueError(f"`labels` must be token ids in [0, {V}) or -100 for a position that is not "
                          f"scored (got values from {int(labels.min())} to {int(labels.max())})")
+    # NaN or +inf at a scored position would give a NaN loss: say so instead (a diverged run).
+    check_logits("logits", logits.detach()[chosen],
+                 hint="a NaN or +inf score at a scored position makes the loss NaN: the model diverged "
+                      "(lower the learning rate) or its weights are damaged")
     flat = logits.reshape(B * T, V).float()  # (B*T, V)
     return F.cross_entropy(flat, labels.reshape(B * T).long(), ignore_index=IGNORE_INDEX)
 
@@ -834,11 +839,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/mlm.safetensors"), help="checkpoint to write")
     parser.add_argument("--progress", action="store_true", help="print the losses at each evaluation")
     args = parser.parse_args(argv)
-    if args.steps is not None and args.steps < 1:
-        parser.error("--steps must be at least 1")
 
-    from companion.checkpoint import load_checkpoint, save_checkpoint, shipped_model_path
+    def refuse(message: str) -> int:  # one line on stderr, exit status 1, no traceback
+        raise SystemExit(f"{parser.prog}: error: {message}")
 
+    # Every argument is checked here, before the (long) training: a mistake costs a second.
+    for flag, value, low in (("--steps", args.steps, 1), ("--threads", args.threads, 1), ("--seed", args.seed, 0),
+                             ("--positions", args.positions, 1)):
+        if value is not None and value < low:
+            return refuse(f"{flag} must be an integer >= {low} (got {value})")
+
+    from companion.checkpoint import check_output_path, load_checkpoint, save_checkpoint, shipped_model_path
+
+    try:
+        check_output_path(args.out, "--out")
+    except (TypeError, ValueError) as exc:
+        return refuse(str(exc).replace("`--out`", "--out"))
     corpus = load_corpus()
     tok = MaskedCharTokenizer.from_char_tokenizer(corpus.tokenizer)
     model_kw, train_kw = CONFIGS[args.config]
@@ -846,6 +862,19 @@ def main(argv: list[str] | None = None) -> int:
     cfg = TrainConfig(**{**train_kw, "max_steps": steps, "seed": args.seed, "threads": args.threads})
     torch.manual_seed(args.seed)
     model = EncoderLM(EncoderLMConfig(vocab_size=tok.vocab_size, **model_kw))
+    rng = torch.get_rng_state()  # building the GPT draws weights: leave training's random stream as it was
+    gpt, _, gpt_extra = load_checkpoint(shipped_model_path())
+    torch.set_rng_state(rng)
+    n_chars = model.config.context_length - 1
+    left = n_chars // 2
+    right = n_chars - 1 - left
+    pos = None
+    if gpt.config.context_length >= n_chars - 1:
+        try:  # drawn now, so that too many --positions is said before training, not after
+            pos = held_out_positions(len(corpus.val_ids), args.positions, left=n_chars - 1, right=right,
+                                     seed=args.seed)
+        except ValueError as exc:
+            return refuse(f"--positions {args.positions}: {str(exc).replace('`n` must', 'it must')}")
     print(f"model: {model.config}\ntraining: {cfg}\nparameters: {model.num_parameters():,}", flush=True)
     history = train_mlm(model, corpus.train_ids, tok, cfg, val_ids=corpus.val_ids, progress=args.progress)
     info = {"command": "python -m companion.mlm " + " ".join(sys.argv[1:] if argv is None else argv),
@@ -855,12 +884,7 @@ def main(argv: list[str] | None = None) -> int:
             "eval_steps": history.eval_steps, "val_loss": [round(v, 4) for v in history.val_loss],
             "train_loss_per_100_steps": [round(sum(history.train_loss[i : i + 100]) / len(history.train_loss[i : i + 100]), 4)
                                          for i in range(0, len(history.train_loss), 100)]}
-    gpt, _, gpt_extra = load_checkpoint(shipped_model_path())
-    n_chars = model.config.context_length - 1
-    left = n_chars // 2
-    right = n_chars - 1 - left
-    if gpt.config.context_length >= n_chars - 1:
-        pos = held_out_positions(len(corpus.val_ids), args.positions, left=n_chars - 1, right=right, seed=args.seed)
+    if pos is not None:
         both = score_both_sides(model, corpus.val_ids, pos, tok, left=left, right=right).mean().item()
         enc_left = score_both_sides(model, corpus.val_ids, pos, tok, left=n_chars - 1, right=0).mean().item()
         gpt_left = score_left_only(gpt, corpus.val_ids, pos, left=n_chars - 1).mean().item()

@@ -461,6 +461,15 @@ class Seq2SeqTransformer(nn.Module):
             _check_key_mask("memory_key_mask", memory_key_mask, B, S)
         if tgt_key_mask is not None:
             _check_key_mask("tgt_key_mask", tgt_key_mask, B, T)
+            # Targets are padded on the right: real tokens first. A False before a True (left
+            # padding) would leave a query with no key it may see (NaN) or hide real tokens.
+            left = (~tgt_key_mask[:, :-1] & tgt_key_mask[:, 1:]).any(dim=1) | ~tgt_key_mask[:, 0]
+            if bool(left.any()):
+                rows = left.nonzero().flatten().tolist()
+                raise ValueError(f"`tgt_key_mask` must mark right padding: in each row True for the real tokens, "
+                                 f"then only False (rows {rows[:5]} have a False first or before a True). Pad "
+                                 "targets on the right; the causal mask then keeps every real position from "
+                                 "seeing the padding, so tgt_key_mask can also be left out")
         x = self.embed_target(tgt)  # (B, T, d)
         h = self.decoder(x, memory, key_mask=tgt_key_mask, memory_key_mask=memory_key_mask)  # (B, T, d)
         return self.head(h)  # (B, T, d) @ (d, V) -> (B, T, V)

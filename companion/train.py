@@ -700,12 +700,46 @@ def next_steps(path: Path, resumable: bool) -> str:
     return "\n".join(lines)
 
 
+class _Refused(Exception):
+    """A command-line argument that cannot work, found before training: printed as one line."""
+
+
+def _check_args(args) -> None:
+    """Everything about the arguments that can be checked before the (long) run starts."""
+    from companion.checkpoint import check_output_path
+
+    try:
+        check_output_path(args.out, "--out")
+    except (TypeError, ValueError) as exc:
+        raise _Refused(str(exc).replace("`--out`", "--out")) from None
+    for flag, value, low in (("--steps", args.steps, 1), ("--threads", args.threads, 1), ("--seed", args.seed, 0)):
+        if value is not None and value < low:
+            raise _Refused(f"{flag} must be an integer >= {low} (got {value})")
+    if args.time is not None and not 0 < args.time < math.inf:
+        raise _Refused(f"--time must be a number of seconds > 0 (got {args.time:g})")
+    for flag, path in (("--resume", args.resume), ("--config-file", args.config_file)):
+        if path is not None and not path.is_file():
+            raise _Refused(f"{flag} {path}: no such file")
+    if args.config_file is not None:
+        try:
+            spec = json.loads(args.config_file.read_text())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise _Refused(f"--config-file {args.config_file} is not JSON ({exc})") from None
+        if not isinstance(spec, dict) or set(spec) - {"model", "train"} \
+                or not all(isinstance(v, dict) for v in spec.values()):
+            raise _Refused(f'--config-file {args.config_file} must hold {{"model": {{...}}, "train": {{...}}}}')
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from companion.checkpoint import shipped_model_path
+    try:
+        return _main(args, argv)
+    except _Refused as exc:  # one line on stderr, exit status 1, no traceback
+        raise SystemExit(f"python -m companion.train: error: {exc}") from None
 
-    if args.out.resolve() == shipped_model_path().resolve():
-        raise SystemExit(f"--out {args.out} is the shipped model that chapters 7 and 8 read; write elsewhere, e.g. runs/")
+
+def _main(args, argv) -> int:
+    _check_args(args)
     model_kw, train_kw = _parse_set(args.set)
     for key in ("threads", "seed", "device", "precision", "compile"):
         if getattr(args, key) is not None:
@@ -719,7 +753,11 @@ def main(argv: list[str] | None = None) -> int:
         device = saved.device if saved else None
     elif device is None and args.config_file:
         device = json.loads(args.config_file.read_text()).get("train", {}).get("device")
-    distributed.init_from_env(device or "auto")
+    try:
+        distributed.init_from_env(device or "auto")
+    except (TypeError, ValueError) as exc:  # a device this machine does not have
+        raise _Refused(str(exc).replace("`device` is", "--device is").replace("device='auto'", "--device auto")
+                       .replace("'cpu'", "cpu")) from None
     try:
         code = _run(args, argv, model_kw, train_kw)
     except BaseException:
@@ -734,8 +772,18 @@ def _run(args, argv, model_kw: dict, train_kw: dict) -> int:
     main_process = distributed.rank() == 0
     say = print if main_process else (lambda *a, **k: None)
     corpus = load_corpus()
+    try:
+        trainer = _trainer(args, corpus, model_kw, train_kw)
+    except (TypeError, ValueError, FileNotFoundError) as exc:  # a bad --set, --config-file or --resume
+        raise _Refused(str(exc)) from None
+    say(describe(trainer, args.steps, args.time), flush=True)
+    return _finish(args, argv, trainer, corpus, say, main_process)
+
+
+def _trainer(args, corpus, model_kw: dict, train_kw: dict) -> Trainer:
+    """The Trainer the arguments ask for: resumed, from a configuration file or a named one."""
     if args.resume:
-        trainer = Trainer.resume(args.resume, corpus, **train_kw)
+        return Trainer.resume(args.resume, corpus, **train_kw)
     else:
         if args.config_file:
             spec = json.loads(args.config_file.read_text())
@@ -748,7 +796,10 @@ def _run(args, argv, model_kw: dict, train_kw: dict) -> int:
             mcfg = replace(mcfg, **model_kw)
         torch.manual_seed(tcfg.seed)  # the same initial weights in every process
         trainer = Trainer(GPT(mcfg), corpus, tcfg)
-    say(describe(trainer, args.steps, args.time), flush=True)
+    return trainer
+
+
+def _finish(args, argv, trainer, corpus, say, main_process) -> int:
     history = trainer.run(args.steps, time_budget=args.time, progress=not args.no_progress)
     if trainer.compile_seconds:
         say(f"compiling took {trainer.compile_seconds:.0f} s (before the clock started)")

@@ -42,6 +42,7 @@ from torch import Tensor
 from companion.decoding import beam_search, greedy
 from companion.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 from companion.train import TrainConfig, learning_rate, make_optimizer
+from companion.validation import check_float
 
 __all__ = [
     "HELD_OUT_ENDINGS",
@@ -131,6 +132,9 @@ def number_splits(max_number: int = MAX_NUMBER, *, test_size: int = 200, valid_s
             raise ValueError(f"`{name}` must be a non-negative integer (got {name}={value!r})")
     if max_number > MAX_NUMBER or max_number < 99:
         raise ValueError(f"`max_number` must be in [99, {MAX_NUMBER}] (got max_number={max_number})")
+    if isinstance(held_out_endings, (str, bytes)) or not hasattr(held_out_endings, "__iter__"):
+        raise TypeError(f"`held_out_endings` must be a sequence of two-digit endings such as {HELD_OUT_ENDINGS} "
+                        f"(or () for none) (got {held_out_endings!r:.60})")
     endings = tuple(held_out_endings)
     if not all(isinstance(e, int) and not isinstance(e, bool) and 21 <= e <= 99 and e % 10 for e in endings):
         raise ValueError(f"`held_out_endings` must be two-digit numbers 21..99 that are not multiples of 10, whose "
@@ -395,6 +399,13 @@ def translate(model: Seq2SeqTransformer, tokenizer: TranslationTokenizer, source
     if max_new_tokens is not None and (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int)
                                        or max_new_tokens < 1):
         raise ValueError(f"`max_new_tokens` must be None or an integer >= 1 (got {max_new_tokens!r})")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive integer, the number of sources decoded at once "
+                         f"(got batch_size={batch_size!r})")
+    if not isinstance(tokenizer, TranslationTokenizer):
+        raise TypeError(f"`tokenizer` must be a TranslationTokenizer (got {type(tokenizer).__name__}); the one "
+                        "load_checkpoint returns with the model")
+    check_float("length_penalty", length_penalty)
     model.eval()
     ctx, out = model.config.context_length, []
     if k is None:
@@ -446,8 +457,9 @@ def chrf(hypotheses: Sequence[str], references: Sequence[str], *, n: int = 6, be
     _check_texts(hypotheses, references)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"`n` must be a positive integer, the longest character n-gram (got n={n!r})")
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0:
-        raise ValueError(f"`beta` must be a positive number (got beta={beta!r})")
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 < beta < math.inf:
+        raise ValueError(f"`beta` must be a positive number, finite (the weight of recall against precision) "
+                         f"(got beta={beta!r})")
     hyp_total, ref_total, matches = [0] * n, [0] * n, [0] * n
     for hyp, ref in zip(hypotheses, references):
         hyp, ref = "".join(hyp.split()), "".join(ref.split())  # chrF ignores whitespace
@@ -465,7 +477,10 @@ def chrf(hypotheses: Sequence[str], references: Sequence[str], *, n: int = 6, be
     recall = sum(matches[i] / ref_total[i] for i in orders) / len(orders)
     if precision + recall == 0:
         return 0.0
-    b2 = beta ** 2
+    b2 = float(beta) * float(beta)  # a tiny beta rounds b2 to 0 (F = P): fine
+    if b2 > 1e100:  # a huge beta: the same F divided by b2, which tends to R (no overflow)
+        inv = (1 / float(beta)) ** 2
+        return 100 * (1 + inv) * precision * recall / (precision + inv * recall)
     return 100 * (1 + b2) * precision * recall / (b2 * precision + recall)
 
 
@@ -489,6 +504,11 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: TranslationTokenizer, data: S
         raise TypeError("`decoders` must map names to keyword arguments of translate(), e.g. {'beam 4': {'k': 4}}")
     if isinstance(data, (str, bytes)) or not hasattr(data, "__len__") or len(data) == 0:
         raise ValueError("`data` must be a non-empty list of (source, reference) pairs")
+    for i, pair in enumerate(data):
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, (tuple, list)) or len(pair) != 2 \
+                or not all(isinstance(t, str) for t in pair):
+            raise ValueError(f"`data` must be a list of (source, reference) pairs of strings, such as "
+                             f"pairs(numbers) gives (got {pair!r:.60} at index {i})")
     sources, refs = [s for s, _ in data], [r for _, r in data]
     table = {}
     for name, kwargs in decoders.items():
@@ -522,7 +542,7 @@ def shipped_model_path():
 # --------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     """``python -m companion.translation train|evaluate ...`` (see ``--help``)."""
-    from companion.checkpoint import load_checkpoint, save_checkpoint
+    from companion.checkpoint import check_output_path, load_checkpoint, save_checkpoint
 
     parser = argparse.ArgumentParser(prog="python -m companion.translation",
                                      description="Train or evaluate the chapter 9 English-to-German number model.")
@@ -540,15 +560,35 @@ def main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("--sets", nargs="+", choices=["test", "unseen"], default=["test", "unseen"],
                         help="which held-out sets to score (default both)")
     args = parser.parse_args(argv)
+
+    def refuse(message: str) -> int:  # one line on stderr, exit status 1, no traceback
+        raise SystemExit(f"{parser.prog} {args.command}: error: {message}")
+
+    # Every argument is checked here, before training or evaluating (an hour on one thread).
+    if args.threads is not None and args.threads < 1:
+        return refuse(f"--threads must be an integer >= 1 (got {args.threads})")
+    if args.command == "train":
+        if args.steps < 1:
+            return refuse(f"--steps must be an integer >= 1 (got {args.steps})")
+        if args.seed < 0:
+            return refuse(f"--seed must be an integer >= 0 (got {args.seed})")
+        try:
+            check_output_path(args.out, "--out")
+        except (TypeError, ValueError) as exc:
+            return refuse(str(exc).replace("`--out`", "--out"))
+    else:
+        try:
+            loaded = load_checkpoint(args.checkpoint)
+        except (OSError, ValueError, TypeError) as exc:  # missing, damaged, or not a checkpoint
+            return refuse(str(exc))
+        if not isinstance(loaded[0], Seq2SeqTransformer):
+            return refuse(f"{args.checkpoint} holds a {type(loaded[0]).__name__}, not the translation model "
+                          "(a Seq2SeqTransformer); chapter 9's is companion/assets/" + SHIPPED_MODEL)
     if args.threads is not None:
-        if args.threads < 1:
-            parser.error(f"--threads must be >= 1 (got {args.threads})")
         torch.set_num_threads(args.threads)
     splits = number_splits()
     held_out = {"test": pairs(splits.test), "unseen endings": pairs(splits.unseen_endings)}
     if args.command == "train":
-        if args.steps < 1:
-            parser.error(f"--steps must be >= 1 (got {args.steps})")
         data = pairs(splits.train)
         tokenizer = TranslationTokenizer.from_texts([t for p in data for t in p])
         cfg = replace(TRAIN_CONFIG, max_steps=args.steps, seed=args.seed)
@@ -573,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
         save_checkpoint(args.out, model, tokenizer, info=info)
         print(f"saved {args.out}")
         return 0
-    model, tokenizer, _ = load_checkpoint(args.checkpoint)
+    model, tokenizer, _ = loaded
     start = time.perf_counter()
     names = {"test": "test", "unseen": "unseen endings"}
     scores = {names[key]: evaluate(model, tokenizer, held_out[names[key]]) for key in args.sets}
