@@ -623,8 +623,9 @@ class ConditionalLM(nn.Module):
 
     def _rows_message(self, B: int) -> str:
         n = self.memory.shape[0]
-        return (f"the source given to conditioned_on() has {n} rows but the target ids (`ids`, the decoder's "
-                f"prompt) have {B}: give one target row per source row, or condition on one source row, "
+        return (f"`ids` must have as many rows as the source (B={n}) or the source must be one row (got {B} "
+                f"rows of target ids, the decoder's prompt, for the {n} source rows given to conditioned_on()): "
+                "give one prompt row per source row, or condition on one source row, "
                 "model.conditioned_on(src[i:i+1]), which serves any number of target rows (beam search)")
 
     def forward(self, ids: Tensor, cache: DecoderCache | None = None) -> Tensor:

@@ -145,6 +145,9 @@ def learning_rate(progress: float, cfg: TrainConfig, total_steps: int | None = N
     ``progress`` is the fraction of the run done, in [0, 1]; a warm-up given in steps is converted
     with ``total_steps``.
     """
+    check_float("progress", progress, low=0.0, hint="the fraction of the run done, 0 at the start and 1 at the end")
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"`cfg` must be a companion.train.TrainConfig (got {type(cfg).__name__})")
     warm = cfg.warmup if cfg.warmup < 1 else cfg.warmup / max(total_steps or cfg.max_steps, 1)
     if progress < warm:
         return cfg.learning_rate * (progress + 1e-9) / warm
@@ -180,6 +183,11 @@ def windows(ids: torch.Tensor, starts: torch.Tensor, context_length: int) -> tup
 
     Shapes: ids (N,), starts (B,) -> x (B, T), y (B, T), with y[:, t] = x[:, t + 1] inside the text.
     """
+    if starts.numel() and starts.device.type == "cpu" and (int(starts.min()) < 0
+                                                            or int(starts.max()) + context_length >= len(ids)):
+        raise ValueError(f"`starts` must leave a window of context_length={context_length} and its next character "
+                         f"inside the {len(ids)} ids: each in [0, {len(ids) - context_length - 1}] (got "
+                         f"{int(starts.min())} to {int(starts.max())})")
     if ids.device.type == "cuda":
         starts = starts.pin_memory()
     starts = starts.to(ids.device, non_blocking=True)  # (B,)
@@ -206,6 +214,10 @@ def estimate_loss(model: GPT, ids: torch.Tensor, batches: int, batch_size: int, 
     if not isinstance(ids, torch.Tensor) or ids.ndim != 1 or len(ids) <= T:
         got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
         raise ValueError(f"`ids` must be a 1-D tensor longer than context_length={T} (got {got})")
+    check_int("batches", batches, minimum=1)
+    check_int("batch_size", batch_size, minimum=1)
+    if chunk is not None:
+        check_int("chunk", chunk, minimum=1)
     chunk = chunk or batch_size
     if batch_size % chunk:
         raise ValueError(f"`chunk` must divide `batch_size` (got chunk={chunk}, batch_size={batch_size})")
@@ -554,6 +566,8 @@ def plot_losses(history: History, ax=None, title: str | None = None):
     each evaluation, against the step. Returns the axes."""
     import matplotlib.pyplot as plt
 
+    if not all(hasattr(history, a) for a in ("steps", "train_loss", "eval_steps", "eval_train_loss")):
+        raise TypeError(f"`history` must be the History that Trainer.run returns (got {type(history).__name__})")
     if ax is None:
         _, ax = plt.subplots()
     ax.plot(history.steps, history.train_loss, color="tab:blue", alpha=0.25, lw=0.8, label="training batch")

@@ -502,6 +502,12 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: TranslationTokenizer, data: S
     decoders = DECODERS if decoders is None else decoders
     if not isinstance(decoders, dict) or not all(isinstance(v, dict) for v in decoders.values()):
         raise TypeError("`decoders` must map names to keyword arguments of translate(), e.g. {'beam 4': {'k': 4}}")
+    known = ("k", "length_penalty", "max_new_tokens", "batch_size")
+    for name, kwargs in decoders.items():
+        unknown = sorted(set(kwargs) - set(known))
+        if unknown:
+            raise ValueError(f"`decoders[{name!r}]` names {unknown}, which translate() does not take; its keyword "
+                             f"arguments are {', '.join(known)}")
     if isinstance(data, (str, bytes)) or not hasattr(data, "__len__") or len(data) == 0:
         raise ValueError("`data` must be a non-empty list of (source, reference) pairs")
     for i, pair in enumerate(data):

@@ -7,6 +7,7 @@ tried module by module. Other test files hold more (each module's own error test
 """
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -292,6 +293,79 @@ CHECKPOINT = [
     (lambda c: checkpoint.upgrade_checkpoint(c.path, None), TypeError, r"`new_path` must be a str or pathlib.Path"),
 ]
 
+# --- issue 19: the modules of chapters 9 and 10 ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def s2s():
+    """A tiny translation model, its tokenizer, a tiny encoder and the chapter 10 tokenizer."""
+    from companion import mlm, translation
+    from companion.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(Seq2SeqConfig(vocab_size=12, pad_id=0, context_length=16, d_model=16, n_heads=2,
+                                             n_encoder_layers=1, n_decoder_layers=1)).eval()
+    src, tgt = torch.randint(1, 12, (2, 5)), torch.randint(1, 12, (2, 4))
+    mtok = mlm.MaskedCharTokenizer("abc ")
+    enc = mlm.EncoderLM(mlm.EncoderLMConfig(vocab_size=mtok.vocab_size, context_length=8, d_model=16, n_layers=1,
+                                            n_heads=2))
+    return SimpleNamespace(m=model, src=src, tgt=tgt, cond=model.conditioned_on(src), mtok=mtok, enc=enc,
+                           tok=translation.TranslationTokenizer.from_texts(["one two", "eins zwei"]),
+                           tr=translation, mlm=mlm)
+
+
+def _left_padded(s):
+    return s.m(s.src, s.tgt, tgt_key_mask=torch.tensor([[False, True, True, True], [True] * 4]))
+
+
+ISSUE_19 = [
+    (lambda s: greedy(s.m, [1], 3), TypeError, r"`model` is an encoder-decoder \(Seq2SeqTransformer\).*"
+     r"`model\.conditioned_on\(src\)`"),
+    (lambda s: beam_search(s.m, [1], 3, k=2), TypeError, r"Pass `model\.conditioned_on\(src\)`"),
+    (lambda s: sequence_log_prob(s.m, [1], [2]), TypeError, r"`model` is an encoder-decoder"),
+    (lambda s: s.tr.translate(s.m, s.tok, ["one"], batch_size=0), ValueError, r"`batch_size` must be a positive integer"),
+    (lambda s: s.tr.evaluate(s.m, s.tok, [("one",)], decoders={"greedy": {}}), ValueError,
+     r"`data` must be a list of \(source, reference\) pairs of strings.*\('one',\) at index 0"),
+    (lambda s: s.tr.number_splits(held_out_endings=None), TypeError, r"`held_out_endings` must be a sequence"),
+    (lambda s: s.tr.chrf(["abc"], ["abd"], beta=INF), ValueError, r"`beta` must be a positive number, finite"),
+    (lambda s: s.tr.chrf(["abc"], ["abd"], beta=NAN), ValueError, r"`beta` must be a positive number"),
+    (lambda s: s.mlm.mlm_loss(torch.full((2, 3, 5), NAN), torch.tensor([[1, -100, 2], [0, 1, -100]])), ValueError,
+     r"`logits` must not hold NaN .*makes the loss NaN"),
+    (lambda s: _left_padded(s), ValueError, r"`tgt_key_mask` must mark right padding.*rows \[0\]"),
+    (lambda s: greedy(s.cond, torch.ones(3, 1, dtype=torch.long), 3), ValueError,
+     r"`ids` must have as many rows as the source \(B=2\).*conditioned_on\(src\[i:i\+1\]\)"),
+    (lambda s: beam_search(s.cond, [1], 3, k=2), ValueError, r"the 2 source rows given to conditioned_on\(\)"),
+    (lambda s: s.m(s.src, s.tgt, torch.full((2, 4), 12)), ValueError,
+     r"`targets` must hold token ids in \[0, 12\) or -100 \(got 12 .*pad_id=0 and -100"),
+    (lambda s: s.m(s.src, s.tgt, torch.full((2, 4), -3)), ValueError, r"`targets` must hold token ids .* \(got -3"),
+]
+
+# --- tried afresh on the modules of chapters 7 to 10 (the ones that were not clear before) ---------
+CHAPTERS_7_TO_10 = [
+    (lambda s: s.tr.evaluate(s.m, s.tok, [("one", "eins")], decoders={"x": {"beam": 3}}), ValueError,
+     r"`decoders\['x'\]` names \['beam'\], which translate\(\) does not take"),
+    (lambda s: s.tr.translate(s.m, s.mtok, ["one"]), TypeError, r"`tokenizer` must be a TranslationTokenizer"),
+    (lambda s: s.tr.translate(s.m, s.tok, ["one"], k=2, length_penalty=NAN), ValueError, r"`length_penalty` must be"),
+    (lambda s: s.tr.chrf(["a"], ["a"], beta="2"), ValueError, r"`beta` must be a positive number"),
+    (lambda s: s.mlm.mlm_loss(torch.full((1, 3, 5), INF), torch.tensor([[1, 2, 3]])), ValueError,
+     r"`logits` must not hold \+inf"),
+    (lambda s: __import__("companion.train").train.learning_rate(NAN, __import__("companion.train").train.TrainConfig()),
+     ValueError, r"`progress` must be a finite number >= 0"),
+    (lambda s: __import__("companion.train").train.learning_rate(-0.5, __import__("companion.train").train.TrainConfig()),
+     ValueError, r"`progress` must be a finite number >= 0"),
+    (lambda s: __import__("companion.train").train.learning_rate(0.5, {"learning_rate": 1}), TypeError,
+     r"`cfg` must be a companion.train.TrainConfig"),
+    (lambda s: __import__("companion.train").train.estimate_loss(GPT(CFG), torch.arange(60) % 11, 2, 0), ValueError,
+     r"`batch_size` must be a positive integer"),
+    (lambda s: __import__("companion.train").train.estimate_loss(GPT(CFG), torch.arange(60) % 11, 0, 2), ValueError,
+     r"`batches` must be a positive integer"),
+    (lambda s: __import__("companion.train").train.plot_losses(None), TypeError,
+     r"`history` must be the History that Trainer.run returns"),
+    (lambda s: __import__("companion.train").train.windows(torch.arange(20), torch.tensor([15]), 8), ValueError,
+     r"`starts` must leave a window of context_length=8 .* each in \[0, 11\]"),
+    (lambda s: __import__("companion.train").train.windows(torch.arange(20), torch.tensor([-1]), 8), ValueError,
+     r"`starts` must leave a window"),
+]
+
 TABLE = ISSUE_14 + VECTORS + ATTENTION + MULTIHEAD + NORM + POSITIONAL + BLOCK + ENCODER + MODEL + DECODING + DATA \
     + CHECKPOINT
 
@@ -305,3 +379,148 @@ def test_a_wrong_call_raises_a_clear_error_naming_the_argument(c, call, kind, pa
 
 def test_the_table_is_large():
     assert len(ISSUE_14) >= 23 and len(TABLE) - len(ISSUE_14) >= 40
+
+
+S2S_TABLE = ISSUE_19 + CHAPTERS_7_TO_10
+
+
+@pytest.mark.parametrize("call, kind, pattern", S2S_TABLE, ids=[f"s{i:02d}" for i in range(len(S2S_TABLE))])
+def test_a_wrong_call_on_chapters_7_to_10_raises_a_clear_error(s2s, call, kind, pattern):
+    with pytest.raises(kind, match=pattern) as info:
+        call(s2s)
+    assert "`" in str(info.value), "the message names the argument in backquotes"
+
+
+def test_the_seq2seq_loss_agrees_with_the_gpt_on_ignored_targets(s2s):
+    """-100 (the GPT's ignore_index) and pad_id both leave a position out; nothing left gives 0
+    with a zero gradient, as the GPT's loss does, never NaN."""
+    m, src, tgt = s2s.m, s2s.src, s2s.tgt
+    y = torch.randint(1, 12, (2, 4))
+    with_pad, with_ignore = y.clone(), y.clone()
+    with_pad[0, 2], with_ignore[0, 2] = 0, -100
+    assert torch.equal(m(src, tgt, with_pad)[1], m(src, tgt, with_ignore)[1])
+    logits = m(src, tgt)[0]
+    kept = with_pad != 0
+    expected = torch.nn.functional.cross_entropy(logits[kept], y[kept])
+    torch.testing.assert_close(m(src, tgt, with_ignore)[1], expected)
+    model = s2s.m.train()
+    try:
+        loss = model(src, tgt, torch.full((2, 4), -100))[1]
+        loss.backward()
+        assert loss.item() == 0.0 and all(p.grad is None or not p.grad.any() for p in model.parameters())
+        gpt = GPT(CFG)
+        assert gpt(torch.zeros(2, 4, dtype=torch.long), torch.full((2, 4), -100))[1].item() == 0.0
+        assert model(src, tgt, torch.zeros(2, 4, dtype=torch.long))[1].item() == 0.0
+    finally:
+        model.zero_grad(set_to_none=True)
+        model.eval()
+
+
+def test_chrf_with_a_huge_or_tiny_beta_tends_to_recall_or_precision(s2s):
+    chrf = s2s.tr.chrf
+    hyp, ref = ["abcdef ghi"], ["abcdxf gh"]
+    recall, precision = chrf(hyp, ref, beta=1e300), chrf(hyp, ref, beta=1e-300)
+    assert recall == pytest.approx(chrf(hyp, ref, beta=1e6), rel=1e-9)
+    assert precision == pytest.approx(chrf(hyp, ref, beta=1e-6), rel=1e-9)
+    assert precision < chrf(hyp, ref, beta=1.0) < recall  # here recall is the larger
+    assert chrf(hyp, ref, beta=1e154) == pytest.approx(recall)  # no overflow to inf on the way
+
+
+def test_a_float64_seq2seq_model_has_the_float64_sinusoid_table():
+    from companion.positional import sinusoidal_encoding
+    from companion.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+
+    cfg = Seq2SeqConfig(vocab_size=12, pad_id=0, context_length=512, d_model=16, n_heads=2, n_encoder_layers=1,
+                        n_decoder_layers=1)
+    exact = sinusoidal_encoding(512, 16, dtype=torch.float64)
+    for model in (Seq2SeqTransformer(cfg).double(), Seq2SeqTransformer(cfg).float().double(),
+                  Seq2SeqTransformer(cfg).to(torch.float64)):
+        assert model.pos.table.dtype == torch.float64
+        assert torch.equal(model.pos.table, exact)  # rounded from float64, not widened from float32
+    assert not torch.equal(exact.float().double(), exact)  # (which would differ)
+    half = Seq2SeqTransformer(cfg).half()
+    assert torch.equal(half.pos.table, exact.half())
+
+
+# --- the command lines: every argument checked before training, one line, no traceback -------------
+
+CLI = [
+    ("companion.translation", ["evaluate", "{tmp}/missing.safetensors"], r"evaluate: error: no checkpoint at"),
+    ("companion.translation", ["evaluate", "{tmp}/damaged.safetensors"], r"evaluate: error: checkpoint .* is truncated"),
+    ("companion.translation", ["evaluate", "{shipped_gpt}"], r"holds a GPT, not the translation model"),
+    ("companion.translation", ["evaluate", "x", "--threads", "0"], r"--threads must be an integer >= 1"),
+    ("companion.translation", ["train", "--steps", "1", "--out", "{tmp}"], r"train: error: --out must name a file, "
+     r"but .* is a folder"),
+    ("companion.translation", ["train", "--steps", "1", "--out", "{tmp}/a_file/x.safetensors"],
+     r"--out cannot be written: .*a_file' is a file"),
+    ("companion.translation", ["train", "--seed", "-1", "--out", "x.safetensors"], r"--seed must be an integer >= 0"),
+    ("companion.mlm", ["--threads", "0"], r"companion.mlm: error: --threads must be an integer >= 1 \(got 0\)"),
+    ("companion.mlm", ["--positions", "0"], r"--positions must be an integer >= 1 \(got 0\)"),
+    ("companion.mlm", ["--positions", "100000000", "--out", "{tmp}/m.safetensors"],
+     r"--positions 100000000: it must be between 1 and \d+"),
+    ("companion.mlm", ["--steps", "1", "--out", "{tmp}"], r"--out must name a file, but .* is a folder"),
+    ("companion.mlm", ["--steps", "0"], r"--steps must be an integer >= 1"),
+    ("companion.train", ["--device", "cuda", "--out", "{tmp}/g.safetensors"], r"companion.train: error: --device is "
+     r"'cuda' but this PyTorch sees no CUDA GPU"),
+    ("companion.train", ["--out", "{tmp}"], r"--out must name a file, but .* is a folder"),
+    ("companion.train", ["--steps", "0"], r"--steps must be an integer >= 1"),
+    ("companion.train", ["--time", "-1"], r"--time must be a number of seconds > 0"),
+    ("companion.train", ["--time", "nan"], r"--time must be a number of seconds > 0"),
+    ("companion.train", ["--threads", "0"], r"--threads must be an integer >= 1"),
+    ("companion.train", ["--resume", "{tmp}/missing.safetensors"], r"--resume .*missing.safetensors: no such file"),
+    ("companion.train", ["--resume", "{tmp}/damaged.safetensors", "--out", "{tmp}/g.safetensors"],
+     r"checkpoint .* is truncated"),
+    ("companion.train", ["--config-file", "{tmp}/bad.json"], r"--config-file .* must hold"),
+    ("companion.train", ["--set", "n_heads=5", "--out", "{tmp}/g.safetensors"], r"`d_model` must be divisible by "
+     r"`n_heads`"),
+    ("companion.train", ["--out", "{shipped_gpt}"], r"is the shipped model"),
+]
+
+
+@pytest.fixture(scope="module")
+def cli_files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    (tmp / "damaged.safetensors").write_bytes(b"not a checkpoint")
+    (tmp / "a_file").write_text("x")
+    (tmp / "bad.json").write_text('{"model": 3}')
+    return {"tmp": str(tmp), "shipped_gpt": str(checkpoint.shipped_model_path())}
+
+
+@pytest.mark.parametrize("module, args, pattern", CLI, ids=[f"{m.split('.')[1]}-{i}" for i, (m, *_) in enumerate(CLI)])
+def test_a_command_line_refuses_a_bad_argument_in_one_line_before_training(module, args, pattern, cli_files,
+                                                                           monkeypatch, capsys):
+    """In-process, so that no training could hide behind a subprocess: each is refused before any
+    step (Trainer.run, train_mlm and translation.train are replaced by a function that fails)."""
+    import importlib
+
+    from companion import mlm, translation
+    from companion import train as train_module
+
+    if "cuda" in args and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+
+    def never(*a, **k):
+        raise AssertionError("training started before the arguments were checked")
+
+    monkeypatch.setattr(train_module.Trainer, "run", never)
+    monkeypatch.setattr(mlm, "train_mlm", never)
+    monkeypatch.setattr(translation, "train", never)
+    main = importlib.import_module(module).main
+    with pytest.raises(SystemExit) as info:
+        main([a.format(**cli_files) for a in args])
+    message = str(info.value.code)
+    assert re.search(pattern, message), message
+    assert "\n" not in message and "Traceback" not in message
+
+
+def test_a_command_line_error_is_one_line_on_stderr(cli_files):
+    """As a user sees it: a subprocess, exit status 1, one line on stderr, nothing on stdout."""
+    import subprocess
+    import sys
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    done = subprocess.run([sys.executable, "-m", "companion.train", "--device", "cuda", "--steps", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.strip().count("\n") == 0 and done.stderr.startswith("python -m companion.train: error:")
