@@ -728,3 +728,27 @@ def test_the_command_without_nbformat_says_what_to_install(monkeypatch, capsys):
     assert student.main(["3"]) == 2
     said = capsys.readouterr().err
     assert "nbformat" in said and f'"{companion.DISTRIBUTION}[student] @ git+{companion.REPOSITORY}"' in said
+
+
+def test_the_footer_takes_the_address_from_the_configuration():
+    """_config.yml writes the address once: the footer says {repository}, which
+    book/_ext/repository_links.py fills from repository: url: when the book is built."""
+    import importlib.util
+
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    footer = config["html"]["extra_footer"]
+    assert "{repository}" in footer and "github.com" not in footer
+    assert config["sphinx"]["local_extensions"].get("repository_links") == "book/_ext"
+    spec = importlib.util.spec_from_file_location("repository_links", ROOT / "book" / "_ext" / "repository_links.py")
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    filled = ext.fill_footer({"extra_footer": footer, "repository_url": config["repository"]["url"]})
+    assert "{repository}" not in filled["extra_footer"]
+    assert f'href="{companion.REPOSITORY}/graphs/contributors"' in filled["extra_footer"]
+    from sphinx.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no repository: url:"):
+        ext.fill_footer({"extra_footer": footer})
+    assert ext.fill_footer({"extra_footer": "plain"}) == {"extra_footer": "plain"}
