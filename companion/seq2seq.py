@@ -235,9 +235,13 @@ class Decoder(nn.Module):
         if not isinstance(cache, DecoderCache):
             raise TypeError(f"`cache` must be a DecoderCache (got {type(cache).__name__}); "
                             "make one with Seq2SeqTransformer.new_cache(memory)")
-        if cache.batch_size != B or len(cache.cross_kv) != self.n_layers:
-            raise ValueError(f"`cache` must hold {self.n_layers} layers for a batch of B={B} "
-                             f"(got {len(cache.cross_kv)} layers, batch {cache.batch_size})")
+        if len(cache.cross_kv) != self.n_layers:
+            raise ValueError(f"`cache` was made for a decoder of {len(cache.cross_kv)} layers; this one has "
+                             f"{self.n_layers}: make it with this model's new_cache(memory)")
+        if cache.batch_size != B:
+            raise ValueError(f"`cache` holds {cache.batch_size} source rows but the target has batch size B={B}: "
+                             "make the cache from the memory of the same batch (new_cache(memory)), or "
+                             "cache.reorder(index) to pick or repeat its rows")
         h, d_head = self.n_heads, C // self.n_heads
         mask = None if cache.memory_key_mask is None else cache.memory_key_mask[:, None, None, :]  # (B, 1, 1, S)
         weights = [] if need_weights else None

@@ -200,6 +200,9 @@ class TranslationTokenizer:
         """Ids of ``text``'s characters, after ``<s>`` if ``bos`` and before ``</s>`` if ``eos``."""
         if not isinstance(text, str):
             raise TypeError(f"`text` must be a str (got {type(text).__name__})")
+        for name, value in (("bos", bos), ("eos", eos)):
+            if not isinstance(value, bool):
+                raise TypeError(f"`{name}` must be True or False (got {name}={value!r})")
         try:
             ids = [self.stoi[ch] for ch in text]
         except KeyError as exc:
@@ -307,6 +310,17 @@ def _mean_loss(model: Seq2SeqTransformer, tokenizer: TranslationTokenizer, data:
     return total / count
 
 
+def _check_pairs(name: str, data, second: str = "target") -> None:
+    """``data`` must be a non-empty list of (source, target) pairs of strings."""
+    if isinstance(data, (str, bytes)) or not hasattr(data, "__len__") or len(data) == 0:
+        raise ValueError(f"`{name}` must be a non-empty list of (source, {second}) pairs")
+    for i, pair in enumerate(data):
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, (tuple, list)) or len(pair) != 2 \
+                or not all(isinstance(t, str) for t in pair):
+            raise ValueError(f"`{name}` must be a list of (source, {second}) pairs of strings, such as "
+                             f"pairs(numbers) gives (got {pair!r:.60} at index {i})")
+
+
 def train(model: Seq2SeqTransformer, tokenizer: TranslationTokenizer, data: Sequence[tuple[str, str]],
           cfg: TrainConfig, *, valid: Sequence[tuple[str, str]] | None = None, progress: bool = False) -> TrainHistory:
     """Train ``model`` for ``cfg.max_steps`` steps on random batches of ``data``.
@@ -323,8 +337,11 @@ def train(model: Seq2SeqTransformer, tokenizer: TranslationTokenizer, data: Sequ
         raise TypeError(f"`model` must be a Seq2SeqTransformer (got {type(model).__name__})")
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"`cfg` must be a companion.train.TrainConfig (got {type(cfg).__name__})")
-    if isinstance(data, (str, bytes)) or not hasattr(data, "__len__") or len(data) == 0:
-        raise ValueError("`data` must be a non-empty list of (source, target) pairs")
+    _check_pairs("data", data)
+    if valid is not None:
+        _check_pairs("valid", valid)
+    if not isinstance(tokenizer, TranslationTokenizer):
+        raise TypeError(f"`tokenizer` must be a TranslationTokenizer (got {type(tokenizer).__name__})")
     if tokenizer.vocab_size != model.config.vocab_size:
         raise ValueError(f"`tokenizer` has {tokenizer.vocab_size} tokens but the model's vocab_size is "
                          f"{model.config.vocab_size}; build the model with vocab_size=tokenizer.vocab_size")
@@ -510,11 +527,7 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: TranslationTokenizer, data: S
                              f"arguments are {', '.join(known)}")
     if isinstance(data, (str, bytes)) or not hasattr(data, "__len__") or len(data) == 0:
         raise ValueError("`data` must be a non-empty list of (source, reference) pairs")
-    for i, pair in enumerate(data):
-        if isinstance(pair, (str, bytes)) or not isinstance(pair, (tuple, list)) or len(pair) != 2 \
-                or not all(isinstance(t, str) for t in pair):
-            raise ValueError(f"`data` must be a list of (source, reference) pairs of strings, such as "
-                             f"pairs(numbers) gives (got {pair!r:.60} at index {i})")
+    _check_pairs("data", data, "reference")
     sources, refs = [s for s, _ in data], [r for _, r in data]
     table = {}
     for name, kwargs in decoders.items():

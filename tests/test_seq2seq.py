@@ -407,7 +407,7 @@ def _bad_calls():
          ValueError, "`decoder` must have 2 layers and a final norm"),
         (lambda: m.decoder.forward_cached(torch.randn(2, 1, 16), "cache"), TypeError, "`cache` must be a DecoderCache"),
         (lambda: m.decoder.forward_cached(torch.randn(3, 1, 16), m.new_cache(memory)), ValueError,
-         "`cache` must hold 2 layers for a batch of B=3"),
+         r"`cache` holds 2 source rows but the target has batch size B=3"),
         (lambda: m.decoder.cross_kv(torch.randn(2, 5)), ValueError, r"`memory` must have shape \(B, T, d_model=16\)"),
         (lambda: DecoderCache([]), TypeError, "`cross_kv` must be a non-empty list"),
         (lambda: DecoderCache(m.decoder.cross_kv(memory), torch.ones(2, 4, dtype=torch.bool)), ValueError,

@@ -364,6 +364,13 @@ CHAPTERS_7_TO_10 = [
      r"`starts` must leave a window of context_length=8 .* each in \[0, 11\]"),
     (lambda s: __import__("companion.train").train.windows(torch.arange(20), torch.tensor([-1]), 8), ValueError,
      r"`starts` must leave a window"),
+    (lambda s: s.m.decode(s.tgt[:1], cache=s.m.new_cache(s.m.encode(s.src))), ValueError,
+     r"`cache` holds 2 source rows but the target has batch size B=1"),
+    (lambda s: s.tok.encode("one", bos="yes"), TypeError, r"`bos` must be True or False"),
+    (lambda s: s.tr.train(s.m, s.tok, [("one", "eins")], __import__("companion.train").train.TrainConfig(max_steps=1),
+                          valid=[("one",)]), ValueError, r"`valid` must be a list of \(source, target\) pairs"),
+    (lambda s: s.tr.train(s.m, s.tok, [("one", "eins", "x")], __import__("companion.train").train.TrainConfig(
+        max_steps=1)), ValueError, r"`data` must be a list of \(source, target\) pairs .* at index 0"),
 ]
 
 TABLE = ISSUE_14 + VECTORS + ATTENTION + MULTIHEAD + NORM + POSITIONAL + BLOCK + ENCODER + MODEL + DECODING + DATA \
