@@ -196,6 +196,10 @@ def _check_model(model: Any) -> None:
         raise TypeError(f"`model` is an encoder-decoder ({type(model).__name__}): it needs a source to decode "
                         "from. Pass `model.conditioned_on(src)`, the language model p(y | x) of that source "
                         "(src of shape (B, S); one row serves any number of target rows, as in beam search)")
+    if type(model).__module__ == "companion.mlm" and type(model).__name__ in ("EncoderLM", "EncoderClassifier"):
+        raise TypeError(f"`model` is chapter 10's encoder ({type(model).__name__}): it sees both sides of a text and "
+                        "fills in blanks ([MASK]); it does not predict the next token, so it cannot generate. "
+                        "Decode with a causal model, such as chapter 7's GPT")
     if not callable(model):
         raise TypeError(f"`model` must be callable, mapping ids (B, T) to logits (B, T, V) (got "
                         f"{type(model).__name__})")

@@ -367,6 +367,8 @@ CHAPTERS_7_TO_10 = [
     (lambda s: s.m.decode(s.tgt[:1], cache=s.m.new_cache(s.m.encode(s.src))), ValueError,
      r"`cache` holds 2 source rows but the target has batch size B=1"),
     (lambda s: s.tok.encode("one", bos="yes"), TypeError, r"`bos` must be True or False"),
+    (lambda s: greedy(s.enc, [1], 3), TypeError, r"`model` is chapter 10's encoder \(EncoderLM\).*cannot generate"),
+    (lambda s: sequence_log_prob(s.enc, [1], [2]), TypeError, r"`model` is chapter 10's encoder"),
     (lambda s: s.tr.train(s.m, s.tok, [("one", "eins")], __import__("companion.train").train.TrainConfig(max_steps=1),
                           valid=[("one",)]), ValueError, r"`valid` must be a list of \(source, target\) pairs"),
     (lambda s: s.tr.train(s.m, s.tok, [("one", "eins", "x")], __import__("companion.train").train.TrainConfig(
