@@ -46,7 +46,6 @@ __all__ = [
     "vit_parameters",
     "DigitsSplits",
     "digits_splits",
-    "shift_images",
     "TrainLog",
     "train_classifier",
     "predict",
@@ -492,29 +491,6 @@ def digits_splits(*, seed: int = 0, test_size: int = 360, val_size: int = 180) -
     return splits
 
 
-def shift_images(images: Tensor, max_shift: int = 1, *, generator: torch.Generator | None = None) -> Tensor:
-    """Move each image by a random whole number of pixels (up to ``max_shift`` each way), filling with 0.
-
-    The cheap data augmentation of the chapter: a digit moved by a pixel is the same digit.
-
-    Shapes:
-        images ``(B, C, H, W)`` -> ``(B, C, H, W)``.
-    """
-    check_tensor("images", images, shape=("B", "C", "H", "W"), dtype="float")
-    s = check_int("max_shift", max_shift, minimum=0)
-    if s == 0:
-        return images
-    B, C, H, W = images.shape
-    padded = F.pad(images, (s, s, s, s))  # (B, C, H + 2s, W + 2s)
-    dy = torch.randint(0, 2 * s + 1, (B,), generator=generator)
-    dx = torch.randint(0, 2 * s + 1, (B,), generator=generator)
-    rows = (dy[:, None] + torch.arange(H))[:, :, None]  # (B, H, 1)
-    cols = (dx[:, None] + torch.arange(W))[:, None, :]  # (B, 1, W)
-    batch = torch.arange(B)[:, None, None]  # (B, 1, 1)
-    out = padded.permute(0, 2, 3, 1)[batch, rows, cols]  # (B, H, W, C)
-    return out.permute(0, 3, 1, 2).contiguous()  # (B, C, H, W)
-
-
 # --------------------------------------------------------------------------- training
 @dataclass
 class TrainLog:
@@ -526,9 +502,9 @@ class TrainLog:
 
 
 def train_classifier(model: nn.Module, images: Tensor, labels: Tensor, *, epochs: int = 100, batch_size: int = 64,
-                     lr: float = 1e-3, weight_decay: float = 0.05, warmup_epochs: int = 5, max_shift: int = 1,
+                     lr: float = 1e-3, weight_decay: float = 0.05, warmup_epochs: int = 5,
                      label_smoothing: float = 0.0, seed: int = 0) -> TrainLog:
-    """Train any image classifier with AdamW, a linear warm-up, cosine decay, and random 1-pixel shifts.
+    """Train any image classifier with AdamW, a linear warm-up and a cosine decay of the learning rate.
 
     The same loop trains the ViT and the MLP and CNN baselines, so that they differ only in the
     model. Batches are drawn from their own generator seeded with ``seed``: the same seed gives the
@@ -570,8 +546,7 @@ def train_classifier(model: nn.Module, images: Tensor, labels: Tensor, *, epochs
             for group in optimizer.param_groups:
                 group["lr"] = lr * scale
             idx = order[i:i + batch_size]
-            x = shift_images(images[idx], max_shift, generator=g)
-            loss = F.cross_entropy(model(x), labels[idx], label_smoothing=label_smoothing)
+            loss = F.cross_entropy(model(images[idx]), labels[idx], label_smoothing=label_smoothing)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
