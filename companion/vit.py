@@ -146,7 +146,8 @@ class PatchEmbedding(nn.Module):
         """
         p, C, d = self.patch_size, self.n_channels, self.d_model
         conv = nn.Conv2d(C, d, kernel_size=p, stride=p).to(self.proj.weight)
-        conv.weight.copy_(self.proj.weight.view(d, C, p, p))  # (d, C p p) -> (d, C, p, p)
+        # nn.Linear's weight (d, C p p) is the kernel (d, C, p, p), flattened
+        conv.weight.copy_(self.proj.weight.view(d, C, p, p))
         conv.bias.copy_(self.proj.bias)
         return conv
 
@@ -309,7 +310,8 @@ class VisionTransformer(nn.Module):
         return self.encoder(self.embed(images))
 
     def forward(self, images: Tensor) -> Tensor:
-        return self.head(self.features(images)[:, 0])  # (B, d) @ (d, n_classes) -> (B, n_classes)
+        cls_state = self.features(images)[:, 0]  # (B, 1 + N, d) -> (B, d)
+        return self.head(cls_state)  # (B, d) -> (B, n_classes)
 
     def hidden_states(self, images: Tensor) -> list[Tensor]:
         """The encoder's input and each block's output, as Hugging Face's ``output_hidden_states``.
@@ -494,11 +496,14 @@ def digits_splits(*, seed: int = 0, test_size: int = 360, val_size: int = 180) -
 # --------------------------------------------------------------------------- training
 @dataclass
 class TrainLog:
-    """What :func:`train_classifier` did: the mean loss of each epoch, the steps and the seconds."""
+    """What :func:`train_classifier` did: the mean loss of each epoch, the steps, and the time taken:
+    ``seconds`` on the clock, ``cpu_seconds`` of processor time (the two agree on an idle machine;
+    on a busy one the clock runs slower than the work)."""
 
     epoch_loss: list[float] = field(default_factory=list)
     steps: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
 
 def train_classifier(model: nn.Module, images: Tensor, labels: Tensor, *, epochs: int = 100, batch_size: int = 64,
@@ -534,7 +539,7 @@ def train_classifier(model: nn.Module, images: Tensor, labels: Tensor, *, epochs
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                                    {"params": keep, "weight_decay": 0.0}], lr=lr)
     log = TrainLog()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     model.train()
     for epoch in range(epochs):
         order = torch.randperm(n, generator=g)
@@ -555,6 +560,7 @@ def train_classifier(model: nn.Module, images: Tensor, labels: Tensor, *, epochs
         log.epoch_loss.append(sum(losses) / len(losses))
     model.eval()
     log.seconds = time.perf_counter() - start
+    log.cpu_seconds = time.process_time() - cpu_start
     return log
 
 
