@@ -176,9 +176,9 @@ def sincos_2d_encoding(grid_height: int, grid_width: int, d_model: int, *, c: fl
 
     The first ``d_model / 2`` features of patch ``(r, c)`` are ``sinusoidal_encoding`` of ``r`` at
     width ``d_model / 2`` (sine and cosine interleaved, as in chapter 5); the last half is the
-    same for ``c``. Two patches in the same row share the first half exactly. (MAE and "simple ViT"
-    use the same idea with each half written as all sines, then all cosines: the same numbers,
-    with the columns permuted.)
+    same for ``c``. Two patches in the same row share the first half exactly. (MAE writes each half
+    as all sines, then all cosines: the same numbers, with the columns permuted. "Simple ViT" also
+    spaces its frequencies as ``c ** (-k / (d/4 - 1))``, so its numbers differ a little.)
 
     Shapes:
         returns ``(grid_height * grid_width, d_model)``, patches in reading order.
