@@ -229,8 +229,9 @@ class GPT(nn.Module):
             flat = logits.reshape(B * T, V)  # (B*T, V)
             if flat.dtype == self.head.weight.dtype:  # no autocast:
                 flat = flat.float()  # softmax in float32 (no-op for float32)
-            # (under autocast cross_entropy runs in float32 by itself, with
-            # no float32 copy of the logits)
+            # (under autocast cross_entropy is on autocast's float32 list: it
+            # makes the same float32 copy of the logits itself, and keeps a
+            # float32 log-softmax for backward; see the appendix's trace)
             nll = F.cross_entropy(flat, targets.reshape(B * T),
                                   reduction="sum")
             counted = (targets != IGNORE_INDEX).sum()  # positions not ignored

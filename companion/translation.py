@@ -272,6 +272,34 @@ def make_batch(tokenizer: TranslationTokenizer, batch: Sequence[tuple[str, str]]
     return src, tgt_in, tgt_out
 
 
+def next_characters(texts: Sequence[str], prefix: str) -> dict[str, int]:
+    """What follows ``prefix`` in ``texts``: ``{character: count}``, sorted by character.
+
+    Every occurrence counts, overlapping ones included (``"aa"`` occurs three times in ``"aaaa"``);
+    an occurrence at the very end of a text is followed by nothing and is not counted; the texts
+    are separate (an occurrence never spans two of them). Chapter 9 uses it to find what the
+    training targets say after a prefix, such as ``"sechsunds"``.
+
+    Shapes:
+        a list of strings and a non-empty string in; a dict of counts out.
+    """
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise TypeError(f"`texts` must be a list of strings (got {type(texts).__name__})")
+    if not isinstance(prefix, str) or not prefix:
+        raise ValueError(f"`prefix` must be a non-empty string (got {prefix!r})")
+    counts: Counter = Counter()
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"`texts[{i}]` must be a string (got {type(text).__name__})")
+        start = text.find(prefix)
+        while start != -1:
+            end = start + len(prefix)
+            if end < len(text):
+                counts[text[end]] += 1
+            start = text.find(prefix, start + 1)  # overlapping occurrences too
+    return dict(sorted(counts.items()))
+
+
 # --------------------------------------------------------------------------------------------
 # Training
 # --------------------------------------------------------------------------------------------

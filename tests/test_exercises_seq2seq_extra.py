@@ -1,0 +1,224 @@
+"""Tests for exercise 9.4 (what follows a prefix) and for ``companion.translation.next_characters``.
+
+The right answers pass; wrong answers written from the exercise's text (not from the checker) do
+not, each classic one with its own hint; junk never crashes the checker; the chapter's module still
+serves exercises 9.1 to 9.3."""
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from companion.exercises import seq2seq, seq2seq_extra as check
+from companion.translation import german, next_characters, number_splits
+
+
+def right_find(texts, prefix):
+    counts = Counter()
+    for text in texts:
+        for start in range(len(text) - len(prefix)):
+            if text[start:start + len(prefix)] == prefix:
+                counts[text[start + len(prefix)]] += 1
+    return counts
+
+
+def right_regex(texts, prefix):  # a lookahead finds overlapping occurrences
+    counts = defaultdict(int)
+    for text in texts:
+        for m in re.finditer(f"(?={re.escape(prefix)})", text):
+            end = m.start() + len(prefix)
+            if end < len(text):
+                counts[text[end]] += 1
+    return dict(counts)
+
+
+def test_right_answers_pass():
+    for fn in (right_find, right_regex, next_characters):
+        fb = check.next_chars(fn)
+        assert fb.passed, fb
+
+
+def test_untouched_stub_is_not_attempted():
+    def stub(texts, prefix):
+        raise NotImplementedError
+
+    assert check.next_chars(stub).status == "not attempted"
+    assert check.next_chars(...).status == "not attempted"
+
+
+# Wrong answers, as students write them from the exercise's text, with the hint each must get
+# (None: any hint, as long as it does not pass and the checker does not fail).
+def finditer(texts, prefix):
+    return Counter(t[m.end()] for t in texts for m in re.finditer(re.escape(prefix), t) if m.end() < len(t))
+
+
+def joined(texts, prefix):
+    return right_find(["".join(texts)], prefix)
+
+
+def joined_with_space(texts, prefix):
+    return right_find([" ".join(texts)], prefix)
+
+
+def last_of_prefix(texts, prefix):
+    return Counter(t[i + len(prefix) - 1] for t in texts for i in range(len(t) - len(prefix) + 1)
+                   if t.startswith(prefix, i))
+
+
+def two_after(texts, prefix):
+    return Counter(t[i + len(prefix) + 1] for t in texts for i in range(len(t) - len(prefix) - 1)
+                   if t.startswith(prefix, i))
+
+
+def end_as_empty(texts, prefix):
+    counts = right_find(texts, prefix)
+    for t in texts:
+        if t.endswith(prefix):
+            counts[""] += 1
+    return counts
+
+
+def as_set(texts, prefix):
+    return set(right_find(texts, prefix))
+
+
+def as_list(texts, prefix):
+    return [t[i + len(prefix)] for t in texts for i in range(len(t) - len(prefix)) if t.startswith(prefix, i)]
+
+
+def occurrences_only(texts, prefix):
+    return sum(t.count(prefix) for t in texts)
+
+
+def first_only(texts, prefix):
+    counts = Counter()
+    for t in texts:
+        i = t.find(prefix)
+        if i != -1 and i + len(prefix) < len(t):
+            counts[t[i + len(prefix)]] += 1
+    return counts
+
+
+def mutating(texts, prefix):
+    result = right_find(texts, prefix)
+    texts.append("")
+    return result
+
+
+def float_counts(texts, prefix):
+    return {c: float(n) for c, n in right_find(texts, prefix).items()}
+
+
+def lower_cased(texts, prefix):
+    return right_find([t.lower() for t in texts], prefix.lower()) | Counter({"?": 0})
+
+
+def stripped(texts, prefix):
+    return right_find([t.strip() for t in texts], prefix)
+
+
+def no_whitespace(texts, prefix):
+    return right_find(["".join(t.split()) for t in texts], prefix)
+
+
+def probabilities(texts, prefix):
+    counts = right_find(texts, prefix)
+    total = sum(counts.values())
+    return {c: n / total for c, n in counts.items()} if total else {}
+
+
+WRONG = [
+    (finditer, "overlap"),
+    (joined, "inside one text"),
+    (joined_with_space, None),
+    (last_of_prefix, "AFTER"),
+    (two_after, "two places"),
+    (end_as_empty, "end of a text"),
+    (as_set, "dict"),
+    (as_list, "dict"),
+    (occurrences_only, "dict"),
+    (first_only, None),
+    (mutating, "changed the list"),
+    (float_counts, "counts (ints)"),
+    (stripped, None),
+    (no_whitespace, None),
+    (probabilities, "counts (ints)"),
+]
+
+
+@pytest.mark.parametrize("wrong, words", WRONG, ids=[w.__name__ for w, _ in WRONG])
+def test_wrong_answers_get_their_hint(wrong, words):
+    fb = check.next_chars(wrong)
+    assert fb.status == "hint", fb
+    if words is not None:
+        assert words in fb.message, fb.message
+        assert fb.kind == "specific", fb
+
+
+def test_lower_casing_changes_nothing_here():
+    # The cases use lower-case letters only, so lower-casing is harmless, and the explicit zero
+    # count of a Counter is ignored: the answer is right.
+    assert check.next_chars(lower_cased).passed
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.none(), st.text(max_size=5), st.integers(), st.integers(min_value=10**300),
+                 st.complex_numbers(), st.floats(), st.lists(st.integers(), max_size=3),
+                 st.dictionaries(st.text(max_size=2), st.one_of(st.integers(), st.floats(), st.text(max_size=2)),
+                                 max_size=3),
+                 st.just(10**400), st.just({"a": 10**400}), st.just({1: 1}), st.just({}),
+                 st.just(Counter())))
+def test_junk_never_passes_and_never_crashes_the_checker(junk):
+    fb = check.next_chars(lambda texts, prefix: junk)
+    assert fb.status == "hint", fb
+    assert "internal" not in fb.status
+
+
+def test_a_student_exception_is_reported_as_theirs():
+    def broken(texts, prefix):
+        return texts[0][len(prefix) + 1000]
+
+    fb = check.next_chars(broken)
+    assert fb.status == "hint" and fb.kind == "raised", fb
+
+
+def test_the_chapter_module_still_serves_exercises_9_1_to_9_3():
+    for name in seq2seq.__all__:
+        assert getattr(check, name) is getattr(seq2seq, name)
+        assert name in check.__all__
+    assert check.next_chars.exercise == "Exercise 9.4"
+    assert check.__all__[-1] == "next_chars"
+
+
+# ------------------------------------------------------------------ companion.translation.next_characters
+def test_next_characters_against_a_brute_force_count():
+    texts = ["aaaa", "abab", "ba", "", "b"]
+    for prefix in ("a", "aa", "ab", "bab", "b", "c"):
+        expected = Counter()
+        for t in texts:
+            for i in range(len(t)):
+                for j in range(i + len(prefix), len(t)):
+                    if j == i + len(prefix) and t[i:j] == prefix:
+                        expected[t[j]] += 1
+        assert next_characters(texts, prefix) == dict(sorted(expected.items()))
+
+
+def test_next_characters_finds_the_prefix_clash_of_chapter_9():
+    train = [german(n) for n in number_splits().train]
+    assert next_characters(train, "sechsunds") == {"e": 93}
+    assert set(next_characters(train, "vierunds")) == {"e", "i"}
+
+
+@pytest.mark.parametrize("texts, prefix, error, words", [
+    ("abc", "a", TypeError, "`texts` must be a list of strings"),
+    (["abc", 3], "a", TypeError, "`texts[1]` must be a string"),
+    (["abc"], "", ValueError, "`prefix` must be a non-empty string"),
+    (["abc"], None, ValueError, "`prefix` must be a non-empty string"),
+    (None, "a", TypeError, "`texts` must be a list of strings"),
+])
+def test_next_characters_rejects_bad_input_clearly(texts, prefix, error, words):
+    with pytest.raises(error, match=re.escape(words)):
+        next_characters(texts, prefix)
