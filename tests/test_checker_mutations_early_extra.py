@@ -13,6 +13,46 @@ from companion.positional import apply_rotary, shift_matrix
 from mutation_harness import Exercise, Mutant, make_tests
 
 
+# --- 1.5: saturation, predicted then measured --------------------------------------------------------
+def my_saturation(q, K, V, scale):
+    q = q.detach().requires_grad_(True)
+    scores = (K @ q.unsqueeze(-1)).squeeze(-1) / scale  # (N, n)
+    w = torch.softmax(scores, dim=-1)
+    (w.unsqueeze(1) @ V).sum().backward()
+    return w.max(dim=-1).values.detach(), q.grad.norm(dim=-1)
+
+
+def _sat(scale_fn=lambda s: s, dim=-1, pick=lambda w, scores: w.max(dim=-1).values, loss=lambda out: out.sum(),
+         grad=lambda q, K: q.grad.norm(dim=-1)):
+    def fn(q, K, V, scale):
+        q = q.detach().requires_grad_(True)
+        K = K.detach().requires_grad_(True)
+        scores = (K @ q.unsqueeze(-1)).squeeze(-1) / scale_fn(scale)
+        w = torch.softmax(scores, dim=dim)
+        loss(w.unsqueeze(1) @ V).backward()
+        return pick(w, scores).detach(), grad(q, K)
+    return fn
+
+
+SATURATION = [
+    Mutant("scale ignored", _sat(scale_fn=lambda s: 1.0), "not divided by scale"),
+    Mutant("multiplied by the scale", _sat(scale_fn=lambda s: 1.0 / s), "multiplied by scale"),
+    Mutant("square root of the scale", _sat(scale_fn=math.sqrt), "square root"),
+    Mutant("softmax over the queries", _sat(dim=0), "dim=0"),
+    Mutant("smallest weight", _sat(pick=lambda w, s: w.min(dim=-1).values), "smallest weight"),
+    Mutant("largest score", _sat(pick=lambda w, s: s.max(dim=-1).values), "largest score"),
+    Mutant("squared gradient norm", _sat(grad=lambda q, K: q.grad.norm(dim=-1) ** 2), "squared norm"),
+    Mutant("mean instead of sum", _sat(loss=lambda out: out.mean()), "not the mean"),
+    Mutant("gradient of the keys", _sat(grad=lambda q, K: K.grad.norm(dim=(-2, -1))), "keys"),
+    Mutant("one norm for all queries", _sat(grad=lambda q, K: q.grad.norm().expand(q.shape[0])), None),
+    Mutant("returns the weights only", lambda q, K, V, s: torch.softmax(K @ q.unsqueeze(-1), 1), "pair"),
+    Mutant("returns None", lambda q, K, V, s: None, "pair"),
+    Mutant("returns two strings", lambda q, K, V, s: ("w", "g"), "should return a tensor"),
+    Mutant("mean largest weight", _sat(pick=lambda w, s: w.max(dim=-1).values.mean()), "one number per query"),
+    Mutant("raises", lambda q, K, V, s: q @ K, raised=True),
+]
+
+
 # --- 2.5: a permutation-equivariance test ------------------------------------------------------------
 def my_is_equivariant(f, X):
     for _ in range(5):  # one permutation may leave a token in place
@@ -189,6 +229,7 @@ ROTARY = [
 
 
 EXERCISES = [
+    Exercise(check.saturation, my_saturation, SATURATION),
     Exercise(check.equivariance_test, my_is_equivariant, EQUIVARIANCE),
     Exercise(check.future_leak_test, my_leaks_future, LEAKS),
     Exercise(check.three_back, my_three_back, THREE_BACK),
@@ -200,7 +241,7 @@ test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXE
 
 def test_junk_never_crashes_the_checkers():
     junk = [None, "text", 10**100, 1j, float("nan"), [], (), {}, torch.tensor([]), object()]
-    for checker in (check.equivariance_test, check.future_leak_test, check.three_back, check.rotary_qk):
+    for checker in (check.saturation, check.equivariance_test, check.future_leak_test, check.three_back, check.rotary_qk):
         for value in junk:
             fb = checker(lambda *args, value=value: value)
             assert fb.status == "hint", (checker.exercise, value, fb)

@@ -1,5 +1,6 @@
 """Checkers for the exercises added to chapters 2, 4 and 5 in which students build and test.
 
+* 1.5 ``my_saturation(q, K, V, scale)``: the largest softmax weight and the query's gradient, per row.
 * 2.5 ``my_is_equivariant(f, X)``: a test, written by the student, of permutation equivariance.
 * 4.4 ``my_leaks_future(f, x, t)``: a test of whether a layer lets positions ``<= t`` see the future.
 * 5.5 ``my_three_back(d)``: the matrix ``A = W_Q W_K^T`` of a head that attends three tokens back.
@@ -21,7 +22,7 @@ import torch
 
 from ._core import checker, describe, hint, passed
 
-__all__ = ["equivariance_test", "future_leak_test", "three_back", "rotary_qk"]
+__all__ = ["saturation", "equivariance_test", "future_leak_test", "three_back", "rotary_qk"]
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -68,6 +69,94 @@ def _sinusoids(T: int, d: int) -> torch.Tensor:
     P = torch.zeros(T, d, dtype=torch.float64)
     P[:, 0::2], P[:, 1::2] = torch.sin(pos * omega), torch.cos(pos * omega)
     return P
+
+
+# --------------------------------------------------------------------------- 1.5
+def _saturation(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, scale: float, *, weights_of=None):
+    """Reference: largest weight per row and ||dL/dq_i|| for L = sum of every output."""
+    q = q.detach().clone().requires_grad_(True)
+    scores = (K @ q.unsqueeze(-1)).squeeze(-1) / scale  # (N, n)
+    w = torch.softmax(scores, dim=-1)
+    (w.unsqueeze(1) @ V).sum().backward()  # (N, 1, n) @ (N, n, d_v)
+    return w.max(dim=-1).values.detach(), q.grad.norm(dim=-1)
+
+
+def _saturation_inputs(N: int, n: int, d: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(N, d, generator=g, dtype=torch.float64), torch.randn(N, n, d, generator=g, dtype=torch.float64),
+            torch.randn(N, n, 4, generator=g, dtype=torch.float64))
+
+
+def _pair_of_vectors(out: Any, call: str, N: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        hint(f"{call} should return a pair (largest weights, gradient norms); it returned {describe(out)}.")
+    largest, grads = (_real_tensor(v, call) for v in out)
+    for name, v in (("largest weights", largest), ("gradient norms", grads)):
+        if tuple(v.shape) != (N,):
+            hint(f"the {name} should have one number per query, shape ({N},); got {tuple(v.shape)}.")
+    return largest, grads
+
+
+def _close_rel(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-3, atol=1e-9))
+
+
+@checker("Exercise 1.5")
+def saturation(my_saturation) -> None:
+    """``my_saturation(q, K, V, scale)`` -> (largest softmax weight per row, ||dL/dq|| per row)."""
+    N, n = 32, 8
+    for d, seed in ((16, 15), (256, 16)):
+        q, K, V = _saturation_inputs(N, n, d, seed)
+        for scale in (1.0, math.sqrt(d)):
+            call = f"my_saturation(q, K, V, scale={scale:g})"
+            args = [t.clone() for t in (q, K, V)]
+            largest, grads = _pair_of_vectors(my_saturation(*args, scale), call, N)
+            want_w, want_g = _saturation(q, K, V, scale)
+            if _close_rel(largest, want_w) and _close_rel(grads, want_g):
+                continue
+            if not _close_rel(largest, want_w):
+                if scale != 1.0 and _close_rel(largest, _saturation(q, K, V, 1.0)[0]):
+                    hint(f"{call}: the scores were not divided by scale: the weights are those of the raw "
+                         "scores.")
+                if scale != 1.0 and _close_rel(largest, _saturation(q, K, V, 1.0 / scale)[0]):
+                    hint(f"{call}: the scores were multiplied by scale; divide them.")
+                if scale != 1.0 and _close_rel(largest, _saturation(q, K, V, math.sqrt(scale))[0]):
+                    hint(f"{call}: divide by scale itself; you divided by its square root (scale is already "
+                         "sqrt(d) when the scores are scaled).")
+                scores = (K @ q.unsqueeze(-1)).squeeze(-1) / scale
+                if _close_rel(largest, torch.softmax(scores, dim=0).max(dim=-1).values):
+                    hint("the softmax ran over the queries (dim=0): each query's weights over its n keys "
+                         "must sum to 1, so take the softmax over the last axis.")
+                if _close_rel(largest, torch.softmax(scores, dim=-1).min(dim=-1).values):
+                    hint("you returned the smallest weight of each row; the question is the largest.")
+                if _close_rel(largest, scores.max(dim=-1).values):
+                    hint("you returned the largest score; return the largest weight, after the softmax.")
+                hint(f"{call}: the largest weights differ from the softmax of q . k / scale.", generic=True)
+            if _close_rel(grads, want_g ** 2):
+                hint("you returned the squared norm of the gradient; take its square root (.norm()).")
+            if _close_rel(grads, want_g / (N * V.shape[-1])):
+                hint("L must be the sum of every output, not the mean: the mean divides the gradients by "
+                     "the number of outputs.")
+            if _close_rel(grads.sum(), want_g.sum()) is False and grads.numel() == N:
+                kq = K.detach().clone().requires_grad_(True)
+                w = torch.softmax((kq @ q.unsqueeze(-1)).squeeze(-1) / scale, dim=-1)
+                (w.unsqueeze(1) @ V).sum().backward()
+                if _close_rel(grads, kq.grad.norm(dim=(-2, -1))):
+                    hint("that is the gradient with respect to the keys; the question is the query's, "
+                         "dL/dq.")
+            hint(f"{call}: the gradient norms differ from ||dL/dq|| for L = the sum of every output.",
+                 generic=True)
+    # the measurement, with the student's own function (fixed inputs: the same message every run)
+    lines = []
+    for d in (16, 1024):
+        q, K, V = _saturation_inputs(512, n, d, 1)
+        raw_w, raw_g = _pair_of_vectors(my_saturation(q, K, V, 1.0), "my_saturation", 512)
+        s_w, s_g = _pair_of_vectors(my_saturation(q, K, V, math.sqrt(d)), "my_saturation", 512)
+        ratio = float(s_g.median() / raw_g.median().clamp_min(1e-300))
+        times = f"over {10 ** int(math.floor(math.log10(ratio))):,}" if ratio >= 10 else "about 1 to 10"
+        lines.append(f"d = {d}: median largest weight {float(raw_w.median()):.2f} unscaled, "
+                     f"{float(s_w.median()):.2f} scaled; median gradient {times} times smaller unscaled")
+    passed("measured with your function: " + "; ".join(lines) + ".")
 
 
 # --------------------------------------------------------------------------- 2.5
