@@ -162,9 +162,8 @@ def apply_rotary(x: Tensor, *, offset: int = 0, base: float = 10000.0, layout: s
     rotated by the angle ``t / base**(2j/d)``. Applied to queries and keys (not values), it makes
     ``q_i . k_j`` a function of the content and of ``i - j`` only.
 
-    ``layout`` says which features form a pair: ``"interleaved"`` (RoFormer, GPT-NeoX's
-    ``rotary_interleaved``, Meta's original LLaMA code) pairs ``(2j, 2j+1)``; ``"halves"`` (Hugging
-    Face's ``rotate_half``) pairs ``(j, j + d/2)``. The two are the same rotation of permuted
+    ``layout`` says which features form a pair: ``"interleaved"`` (RoFormer, Meta's original LLaMA
+    code) pairs ``(2j, 2j+1)``; ``"halves"`` (Hugging Face's ``rotate_half``) pairs ``(j, j + d/2)``. The two are the same rotation of permuted
     features: ``apply_rotary(x[..., perm], layout="halves") == apply_rotary(x)[..., perm]`` with
     ``perm = [0, 2, 4, ..., 1, 3, 5, ...]``, which is why checkpoints move between the layouts by
     permuting the columns of ``W_Q`` and ``W_K`` (per head).
