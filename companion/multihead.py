@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from companion.attention import KVCache, causal_mask, check_attn_mask, scaled_dot_product_attention
+from companion.positional import apply_rotary
 from companion.validation import check_bool, check_float, check_instance, check_int, check_vectors
 
 __all__ = ["MultiHeadAttention"]
@@ -47,9 +48,14 @@ class MultiHeadAttention(nn.Module):
     and ``S`` is the total number of cached positions (masks must cover all ``S``); with
     ``is_causal`` query ``t`` (absolute position ``len(cache_before) + t``) sees keys up to its
     own position.
+
+    With ``rotary=True`` the queries and keys of every head are rotated by their positions (RoPE,
+    :func:`companion.positional.apply_rotary`, interleaved pairs within each head's ``d_head``
+    features); under a ``kv_cache`` the new tokens' positions start at ``len(kv_cache)``. Meant for
+    self-attention (for cross-attention both sides would be counted from 0).
     """
 
-    def __init__(self, d_model: int, n_heads: int, *, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, d_model: int, n_heads: int, *, dropout: float = 0.0, bias: bool = True, rotary: bool = False):
         super().__init__()
         d_model = check_int("d_model", d_model, minimum=1)
         n_heads = check_int("n_heads", n_heads, minimum=1)
@@ -60,7 +66,12 @@ class MultiHeadAttention(nn.Module):
             )
         dropout = check_float("dropout", dropout, low=0.0, high=1.0, high_open=True)
         check_bool("bias", bias)
+        check_bool("rotary", rotary)
+        if rotary and (d_model // n_heads) % 2:
+            raise ValueError(f"`rotary` needs an even head width, d_model / n_heads (got {d_model // n_heads}): "
+                             "RoPE turns the features of each head in pairs")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.rotary = rotary
         self.dropout = dropout
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -68,7 +79,8 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_head={self.d_head}, dropout={self.dropout}"
+        rotary = ", rotary=True" if self.rotary else ""
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_head={self.d_head}, dropout={self.dropout}{rotary}"
 
     @torch.no_grad()
     def copy_from_torch(self, mha: nn.MultiheadAttention) -> "MultiHeadAttention":
@@ -182,6 +194,11 @@ class MultiHeadAttention(nn.Module):
         q = q.view(B, T, h, d_head).transpose(1, 2)
         k = k.view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S_new, d_head)
         v = v.view(B, -1, h, d_head).transpose(1, 2)  # (B, h, S_new, d_head)
+        if self.rotary:
+            # RoPE in every head, on queries and keys (never values); new tokens continue after
+            # the cached ones, so both start at position len(cache)
+            offset = len(kv_cache) if kv_cache is not None else 0
+            q, k = apply_rotary(q, offset=offset), apply_rotary(k, offset=offset)  # (B, h, T|S_new, d_head)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, h, S_past + T, d_head)
         assert k.shape[2] == S

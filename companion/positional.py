@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from companion.validation import check_float, check_float_dtype, check_int, check_tensor, check_vectors
+from companion.validation import check_choice, check_float, check_float_dtype, check_int, check_tensor, check_vectors
 
 __all__ = [
     "sinusoidal_encoding",
@@ -163,12 +163,18 @@ class LearnedPositionalEmbedding(nn.Module):
         return x + self.weight[offset : offset + T]  # (B, T, C) + (T, C)
 
 
-def apply_rotary(x: Tensor, *, offset: int = 0, base: float = 10000.0) -> Tensor:
+def apply_rotary(x: Tensor, *, offset: int = 0, base: float = 10000.0, layout: str = "interleaved") -> Tensor:
     """Rotary position embedding (RoPE, Su et al.): rotate each feature pair by its position.
 
     The pair ``(x[..., 2j], x[..., 2j+1])`` of the token at position ``t = offset + index`` is
     rotated by the angle ``t / base**(2j/d)``. Applied to queries and keys (not values), it makes
     ``q_i . k_j`` a function of the content and of ``i - j`` only.
+
+    ``layout`` says which features form a pair: ``"interleaved"`` (RoFormer, Meta's original LLaMA
+    code) pairs ``(2j, 2j+1)``; ``"halves"`` (Hugging Face's ``rotate_half``) pairs ``(j, j + d/2)``. The two are the same rotation of permuted
+    features: ``apply_rotary(x[..., perm], layout="halves") == apply_rotary(x)[..., perm]`` with
+    ``perm = [0, 2, 4, ..., 1, 3, 5, ...]``, which is why checkpoints move between the layouts by
+    permuting the columns of ``W_Q`` and ``W_K`` (per head).
 
     Shapes:
         x: ``(..., T, d)`` with ``d`` even (for example ``(B, h, T, d_head)``) -> same shape.
@@ -178,9 +184,13 @@ def apply_rotary(x: Tensor, *, offset: int = 0, base: float = 10000.0) -> Tensor
     _even_width(d, "the rotary embedding")
     offset = check_int("offset", offset, minimum=0, hint="`offset` is the position of x's first token")
     check_float("base", base, low=1.0, low_open=True)
+    check_choice("layout", layout, ("interleaved", "halves"))
     pos = torch.arange(offset, offset + T, dtype=torch.float64, device=x.device)[:, None]  # (T, 1)
     angles = (pos * _frequencies(d, base, torch.float64, x.device)[None, :]).to(x.dtype)  # (T, d/2)
     cos, sin = torch.cos(angles), torch.sin(angles)  # (T, d/2) each
+    if layout == "halves":  # pair j is (x[j], x[j + d/2]), as Hugging Face's rotate_half
+        x1, x2 = x[..., : d // 2], x[..., d // 2 :]  # (..., T, d/2) each
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
     x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, d/2): first and second member of each pair
     out = torch.empty_like(x)
     out[..., 0::2] = x1 * cos - x2 * sin  # a 2-D rotation of every pair

@@ -13,6 +13,9 @@ same matplotlib version writes the same bytes and a diff shows only real changes
   block_norm_orders.svg  chapter 6: the transformer block, post-norm and pre-norm
   gpt.svg                chapter 7: the GPT, from token ids to logits
   encoder_decoder.svg    chapter 9: the encoder-decoder
+  qkv_roles.svg          chapter 2: what the query, the keys and the values each do
+  rope_arrows.svg        chapter 5: RoPE turns a query and a key like clock hands
+  residual_stream.svg    chapter 6: the residual stream that every sublayer reads and adds to
 """
 from __future__ import annotations
 
@@ -419,7 +422,101 @@ def encoder_decoder_diagram(preview):
     return save(fig, "encoder_decoder.svg", preview)
 
 
-DIAGRAMS = [attention_diagram, multihead_diagram, block_diagram, gpt_diagram, encoder_decoder_diagram]
+# --- (f) chapter 2: the roles of the query, the keys and the values -----------------------------------------
+
+def qkv_roles_diagram(preview):
+    """One query against the running example's keys: scores, weights, and the sum of the values."""
+    fig, ax = new_figure(7.6, 4.4)
+    words = ["the", "cat", "sat", "on", "the", "mat"]
+    weights = [0.03, 0.95, 0.03, 0.0, 0.0, 0.0]  # 'sat', subject head, causal (chapter 2's numbers)
+    label(ax, 3.8, 4.18, "query of 'sat': who did it?   q = x W_Q", size=FONT, color=INK, weight="bold")
+    box(ax, 3.8, 3.72, 2.6, 0.42, "q  (what I am looking for)", ATTN)
+    for j, (word, w) in enumerate(zip(words, weights)):
+        x = 1.0 + j * 1.17
+        masked = j > 2
+        face = MASKED if masked else FFN
+        box(ax, x, 2.62, 1.0, 0.4, f"k: {word}", face, size=SMALL)  # what each word offers
+        arrow(ax, (3.8, 3.5), (x, 2.84), color=MUTED, lw=0.8)
+        score = "−∞" if masked else ("6.25/√3" if word == "cat" else "0")
+        label(ax, x, 2.2, f"score {score}", size=SMALL - 1)
+        ax.add_patch(Rectangle((x - 0.4, 1.62), 0.8, 0.3, facecolor=WEIGHT(0.1 + 0.8 * w), edgecolor=INK, lw=0.6))
+        label(ax, x, 1.77, f"{w:.2f}", size=SMALL - 1, color="white" if w > 0.5 else INK)
+        box(ax, x, 1.05, 1.0, 0.4, f"v: {word}", EMBED if not masked else MASKED, size=SMALL)
+        arrow(ax, (x, 0.84), (3.8, 0.42), color=MUTED, lw=0.5 + 2.5 * w)
+    label(ax, 0.12, 2.62, "keys", ha="left", size=SMALL - 1, color=MUTED, rotation=90)
+    label(ax, 0.1, 1.77, "softmax", ha="left", size=SMALL - 1, rotation=90)
+    label(ax, 0.1, 1.05, "values", ha="left", size=SMALL - 1, rotation=90)
+    box(ax, 3.8, 0.22, 3.3, 0.38, "output = Σ_j w_j v_j  (mostly the value of 'cat')", TENSOR, size=SMALL)
+    return save(fig, "qkv_roles.svg", preview)
+
+
+# --- (g) chapter 5: RoPE as turning arrows -------------------------------------------------------------------
+
+def rope_arrows_diagram(preview):
+    """One feature pair of a query and a key, turned by position: the angle between them is (i - j) w."""
+    fig, ax = new_figure(8.0, 3.9)
+    ax.set_ylim(-0.2, 3.7)
+    omega = 0.5  # radians per position, for the drawing
+    q0, k0 = np.array([1.0, 0.25]), np.array([0.8, -0.45])
+
+    def turn(v, t):
+        a = t * omega
+        return np.array([v[0] * np.cos(a) - v[1] * np.sin(a), v[0] * np.sin(a) + v[1] * np.cos(a)])
+
+    panels = [(1.45, "the same query at\npositions 0, 1, 2, 3", None),
+              (4.1, "query at 3, key at 1", (3, 1)), (6.6, "query at 6, key at 4", (6, 4))]
+    for cx, title, pair in panels:
+        cy = 1.75
+        ax.add_patch(Circle((cx, cy), 1.05, facecolor="none", edgecolor="#cfd6de", lw=0.8))
+        ax.plot([cx - 1.15, cx + 1.15], [cy, cy], color="#e3e8ee", lw=0.6)
+        ax.plot([cx, cx], [cy - 1.15, cy + 1.15], color="#e3e8ee", lw=0.6)
+        label(ax, cx, 3.3, title, size=SMALL, color=INK)
+        if pair is None:
+            for t in range(4):
+                v = turn(q0, t)
+                arrow(ax, (cx, cy), (cx + v[0], cy + v[1]), color=ATTN if t else HEADS[0], lw=1.6)
+                label(ax, cx + 1.18 * v[0], cy + 1.18 * v[1], f"{t}", size=SMALL - 1, color=INK)
+        else:
+            i, j = pair
+            q, k = turn(q0, i), turn(k0, j)
+            arrow(ax, (cx, cy), (cx + q[0], cy + q[1]), color=HEADS[0], lw=1.8)
+            arrow(ax, (cx, cy), (cx + k[0], cy + k[1]), color=HEADS[1], lw=1.8)
+            label(ax, cx + 1.2 * q[0], cy + 1.2 * q[1], "q", size=FONT, color=HEADS[0], weight="bold")
+            label(ax, cx + 1.25 * k[0], cy + 1.25 * k[1], "k", size=FONT, color=HEADS[1], weight="bold")
+            label(ax, cx, 0.45, f"q·k = {float(q @ k):.3f}", size=SMALL, color=INK)
+    label(ax, 4.0, 0.0, "Each pair of features turns by t·ω at position t. Turning both by the same extra "
+                        "amount changes nothing:\nthe angle between q and k, so their dot product, "
+                        "depends only on i − j (here 2 in both right panels).", size=SMALL - 1)
+    return save(fig, "rope_arrows.svg", preview)
+
+
+# --- (h) chapter 6: the residual stream ----------------------------------------------------------------------
+
+def residual_stream_diagram(preview):
+    """A pre-norm stack seen from the side: one stream per token, sublayers that read it and add to it."""
+    fig, ax = new_figure(8.0, 3.3)
+    y = 1.2
+    box(ax, 0.55, y, 0.9, 0.5, "token +\nposition", EMBED, size=SMALL)
+    parts = [("attention", ATTN), ("feed-\nforward", FFN), ("attention", ATTN), ("feed-\nforward", FFN)]
+    xs = [1.75 + 1.3 * n for n in range(len(parts))]
+    ax.plot([1.0, xs[-1] + 0.95], [y, y], color=INK, lw=3.0, solid_capstyle="butt")
+    for n, ((name, color), x) in enumerate(zip(parts, xs)):
+        elbow(ax, [(x - 0.35, y), (x - 0.35, y + 0.55), (x - 0.35, y + 0.72)])
+        box(ax, x - 0.35, y + 0.95, 0.62, 0.26, "LN", NORM, size=SMALL - 1)
+        box(ax, x + 0.12, y + 1.55, 0.95, 0.55, name, color, size=SMALL)
+        arrow(ax, (x - 0.35, y + 1.08), (x - 0.2, y + 1.27))
+        elbow(ax, [(x + 0.45, y + 1.27), (x + 0.45, y + 0.55), (x + 0.45, y + 0.14)])
+        plus(ax, x + 0.45, y)
+        label(ax, x + 0.05, y - 0.45, f"block {n // 2 + 1}" if n % 2 == 0 else "", size=SMALL - 1)
+    box(ax, xs[-1] + 1.35, y, 0.8, 0.5, "final\nLN", NORM, size=SMALL)
+    label(ax, 4.0, 0.22, "The thick line is one token's vector, the residual stream: each sublayer reads a "
+                         "normalized copy (LN)\nand adds its output back (⊕). Nothing is overwritten; "
+                         "in chapter 4's example, 'sat' keeps 'verb' and gains 'animate'.", size=SMALL - 1)
+    return save(fig, "residual_stream.svg", preview)
+
+
+DIAGRAMS = [attention_diagram, multihead_diagram, block_diagram, gpt_diagram, encoder_decoder_diagram,
+            qkv_roles_diagram, rope_arrows_diagram, residual_stream_diagram]
 
 
 def main() -> None:

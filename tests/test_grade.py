@@ -388,8 +388,9 @@ def test_untouched_student_versions_get_zero(graded):
 
 def test_one_right_and_one_wrong_answer_get_exactly_their_points(graded):
     entry = graded["by_name"]["one_right_one_wrong.ipynb"]
-    assert _status(entry) == {"2.1": "passed", "2.2": "not yet", "2.3": "not attempted", "2.4": "not attempted"}
-    assert (entry["total"], entry["out_of"]) == (2, 5)  # the points file gives 2.1 two points
+    assert _status(entry) == {"2.1": "passed", "2.2": "not yet", "2.3": "not attempted", "2.4": "not attempted",
+                              "2.5": "not attempted"}
+    assert (entry["total"], entry["out_of"]) == (2, 6)  # the points file gives 2.1 two points
     wrong = entry["exercises"][1]
     assert "forgot the scale" in wrong["message"]
     assert wrong["feedback"].startswith("❌ Exercise 2.2 not yet: ") and wrong["message"] in wrong["feedback"]
@@ -398,13 +399,14 @@ def test_one_right_and_one_wrong_answer_get_exactly_their_points(graded):
 def test_printing_passed_or_monkeypatching_the_checkers_gains_nothing(graded):
     entry = graded["by_name"]["cheater.ipynb"]
     assert entry["total"] == 0, entry
-    assert _status(entry) == {"2.1": "not yet", "2.2": "not yet", "2.3": "not yet", "2.4": "not yet"}
+    assert _status(entry) == {"2.1": "not yet", "2.2": "not yet", "2.3": "not yet", "2.4": "not yet",
+                              "2.5": "not attempted"}
     assert "you returned str" in entry["exercises"][2]["message"]
 
 
 def test_deleted_check_cells_and_renamed_cells_are_still_graded(graded):
     entry = graded["by_name"]["renamed.ipynb"]
-    assert entry["identified_by"] == "metadata" and entry["total"] == entry["out_of"] == 5, entry
+    assert entry["identified_by"] == "metadata" and entry["total"] == entry["out_of"] == 6, entry
 
 
 def test_a_folder_of_mixed_chapters_gives_one_csv_row_per_submission(graded):
@@ -414,7 +416,7 @@ def test_a_folder_of_mixed_chapters_gives_one_csv_row_per_submission(graded):
     assert len(rows) == len(graded["entries"]) == len(FAST) + 6
     by_name = {Path(r["submission"]).name: r for r in rows}
     mixed = by_name["one_right_one_wrong.ipynb"]
-    assert (mixed["chapter"], mixed["2.1"], mixed["2.2"], mixed["total"], mixed["out_of"]) == ("2", "2", "0", "2", "5")
+    assert (mixed["chapter"], mixed["2.1"], mixed["2.2"], mixed["total"], mixed["out_of"]) == ("2", "2", "0", "2", "6")
     assert mixed["1.1"] == "" and mixed["problem"] == ""
     assert by_name["readme.txt"]["problem"] == "not a notebook (a .txt file; submit the .ipynb)"
     assert by_name["readme.txt"]["total"] == ""
@@ -427,12 +429,12 @@ def test_the_json_file_has_every_result_and_hint(graded):
     assert document["statuses"] == ["passed", "not yet", "not attempted", "error", "timed out"]
     assert document["points"]["2.1"] == 2 and document["sandbox"]
     entry = next(e for e in document["submissions"] if e["submission"].endswith("one_right_one_wrong.ipynb"))
-    assert [ex["number"] for ex in entry["exercises"]] == ["2.1", "2.2", "2.3", "2.4"]
+    assert [ex["number"] for ex in entry["exercises"]] == ["2.1", "2.2", "2.3", "2.4", "2.5"]
     assert {"number", "title", "status", "message", "feedback", "points", "out_of"} <= set(entry["exercises"][0])
     assert entry["exercises"][0]["title"] == "A stable softmax"
     feedback = (graded["out"] / "feedback").glob("*one_right_one_wrong.md")
     text = next(feedback).read_text(encoding="utf-8")
-    assert "**2 of 5 points**" in text and "you forgot the scale" in text
+    assert "**2 of 6 points**" in text and "you forgot the scale" in text
 
 
 # ----------------------------------------------------------------- grading: hostile notebooks
@@ -486,7 +488,8 @@ def test_an_endless_loop_in_a_cell_is_stopped_and_the_rest_graded(hostile):
 
 def test_an_endless_loop_in_a_function_times_out(hostile):
     entry = hostile["loop_in_a_function.ipynb"]
-    assert _status(entry) == {"1.1": "timed out", "1.2": "passed", "1.3": "not attempted", "1.4": "not attempted"}
+    assert _status(entry) == {"1.1": "timed out", "1.2": "passed", "1.3": "not attempted", "1.4": "not attempted",
+                              "1.5": "not attempted"}
     assert "`my_dot` did not return within 4 s" in entry["exercises"][0]["message"]
 
 

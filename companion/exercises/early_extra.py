@@ -1,0 +1,466 @@
+"""Checkers for the exercises added to chapters 2, 4 and 5 in which students build and test.
+
+* 1.5 ``my_saturation(q, K, V, scale)``: the largest softmax weight and the query's gradient, per row.
+* 2.5 ``my_is_equivariant(f, X)``: a test, written by the student, of permutation equivariance.
+* 4.4 ``my_leaks_future(f, x, t)``: a test of whether a layer lets positions ``<= t`` see the future.
+* 5.5 ``my_three_back(d)``: the matrix ``A = W_Q W_K^T`` of a head that attends three tokens back.
+* 5.6 ``my_rotary_qk(q, k, offset)``: RoPE on the queries and keys of every head, from ``offset``.
+
+The two "write a test" checkers run the student's test on layers whose answer is known (some
+equivariant or causal, some not, and a few traps: a circular convolution that survives a cyclic
+shift, a layer that leaks only into position 0, BatchNorm with running statistics, which does not
+leak). A test passes only if it answers every one of them right, and leaves its input untouched.
+Every checker keeps to plain data: whatever the student's code returns (None, a string, a complex
+tensor, a huge int) gives a hint, never an error of the checker.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+
+from ._core import checker, describe, hint, passed
+
+__all__ = ["saturation", "equivariance_test", "future_leak_test", "three_back", "rotary_qk"]
+
+
+# --------------------------------------------------------------------------- shared helpers
+def _verdict(got: Any, call: str) -> bool:
+    """The student's answer as a Python bool, or a hint: a test answers True or False."""
+    if isinstance(got, bool):
+        return got
+    try:
+        import numpy as np
+
+        if isinstance(got, np.bool_):
+            return bool(got)
+    except ImportError:  # pragma: no cover - numpy is installed with torch
+        pass
+    if isinstance(got, torch.Tensor) and got.dtype == torch.bool and got.numel() == 1:
+        return bool(got.item())
+    if isinstance(got, torch.Tensor) and got.dtype == torch.bool:
+        hint(f"{call} returned a tensor of {got.numel()} booleans, one per entry; a test answers with one "
+             "True or False: use torch.allclose (one bool) rather than torch.isclose (a tensor of them).")
+    hint(f"{call} should return True or False; it returned {describe(got)}.")
+    raise AssertionError  # unreachable: hint() raises
+
+
+def _real_tensor(got: Any, call: str) -> torch.Tensor:
+    if not isinstance(got, torch.Tensor):
+        hint(f"{call} should return a tensor; it returned {describe(got)}.")
+    if got.is_complex() or got.dtype == torch.bool:
+        hint(f"{call} should return real numbers; it returned {describe(got)}.")
+    return got.detach().double()
+
+
+def _attention(X: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """softmax(X X^T / sqrt(d)) X over the token axis (-2), optionally causal."""
+    scores = X @ X.transpose(-2, -1) / math.sqrt(X.shape[-1])
+    if causal:
+        T = X.shape[-2]
+        scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ X
+
+
+def _sinusoids(T: int, d: int) -> torch.Tensor:
+    pos = torch.arange(T, dtype=torch.float64)[:, None]
+    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    P = torch.zeros(T, d, dtype=torch.float64)
+    P[:, 0::2], P[:, 1::2] = torch.sin(pos * omega), torch.cos(pos * omega)
+    return P
+
+
+# --------------------------------------------------------------------------- 1.5
+def _saturation(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, scale: float, *, weights_of=None):
+    """Reference: largest weight per row and ||dL/dq_i|| for L = sum of every output."""
+    q = q.detach().clone().requires_grad_(True)
+    scores = (K @ q.unsqueeze(-1)).squeeze(-1) / scale  # (N, n)
+    w = torch.softmax(scores, dim=-1)
+    (w.unsqueeze(1) @ V).sum().backward()  # (N, 1, n) @ (N, n, d_v)
+    return w.max(dim=-1).values.detach(), q.grad.norm(dim=-1)
+
+
+def _saturation_inputs(N: int, n: int, d: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(N, d, generator=g, dtype=torch.float64), torch.randn(N, n, d, generator=g, dtype=torch.float64),
+            torch.randn(N, n, 4, generator=g, dtype=torch.float64))
+
+
+def _pair_of_vectors(out: Any, call: str, N: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        hint(f"{call} should return a pair (largest weights, gradient norms); it returned {describe(out)}.")
+    largest, grads = (_real_tensor(v, call) for v in out)
+    for name, v in (("largest weights", largest), ("gradient norms", grads)):
+        if tuple(v.shape) != (N,):
+            hint(f"the {name} should have one number per query, shape ({N},); got {tuple(v.shape)}.")
+    return largest, grads
+
+
+def _close_rel(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-3, atol=1e-9))
+
+
+@checker("Exercise 1.5")
+def saturation(my_saturation) -> None:
+    """``my_saturation(q, K, V, scale)`` -> (largest softmax weight per row, ||dL/dq|| per row)."""
+    N, n = 32, 8
+    for d, seed in ((16, 15), (256, 16)):
+        q, K, V = _saturation_inputs(N, n, d, seed)
+        for scale in (1.0, math.sqrt(d)):
+            call = f"my_saturation(q, K, V, scale={scale:g})"
+            args = [t.clone() for t in (q, K, V)]
+            largest, grads = _pair_of_vectors(my_saturation(*args, scale), call, N)
+            want_w, want_g = _saturation(q, K, V, scale)
+            if _close_rel(largest, want_w) and _close_rel(grads, want_g):
+                continue
+            if not _close_rel(largest, want_w):
+                if scale != 1.0 and _close_rel(largest, _saturation(q, K, V, 1.0)[0]):
+                    hint(f"{call}: the scores were not divided by scale: the weights are those of the raw "
+                         "scores.")
+                if scale != 1.0 and _close_rel(largest, _saturation(q, K, V, 1.0 / scale)[0]):
+                    hint(f"{call}: the scores were multiplied by scale; divide them.")
+                if scale != 1.0 and _close_rel(largest, _saturation(q, K, V, math.sqrt(scale))[0]):
+                    hint(f"{call}: divide by scale itself; you divided by its square root (scale is already "
+                         "sqrt(d) when the scores are scaled).")
+                scores = (K @ q.unsqueeze(-1)).squeeze(-1) / scale
+                if _close_rel(largest, torch.softmax(scores, dim=0).max(dim=-1).values):
+                    hint("the softmax ran over the queries (dim=0): each query's weights over its n keys "
+                         "must sum to 1, so take the softmax over the last axis.")
+                if _close_rel(largest, torch.softmax(scores, dim=-1).min(dim=-1).values):
+                    hint("you returned the smallest weight of each row; the question is the largest.")
+                if _close_rel(largest, scores.max(dim=-1).values):
+                    hint("you returned the largest score; return the largest weight, after the softmax.")
+                hint(f"{call}: the largest weights differ from the softmax of q . k / scale.", generic=True)
+            if _close_rel(grads, want_g ** 2):
+                hint("you returned the squared norm of the gradient; take its square root (.norm()).")
+            if _close_rel(grads, want_g / (N * V.shape[-1])):
+                hint("L must be the sum of every output, not the mean: the mean divides the gradients by "
+                     "the number of outputs.")
+            if _close_rel(grads.sum(), want_g.sum()) is False and grads.numel() == N:
+                kq = K.detach().clone().requires_grad_(True)
+                w = torch.softmax((kq @ q.unsqueeze(-1)).squeeze(-1) / scale, dim=-1)
+                (w.unsqueeze(1) @ V).sum().backward()
+                if _close_rel(grads, kq.grad.norm(dim=(-2, -1))):
+                    hint("that is the gradient with respect to the keys; the question is the query's, "
+                         "dL/dq.")
+            hint(f"{call}: the gradient norms differ from ||dL/dq|| for L = the sum of every output.",
+                 generic=True)
+    # the measurement, with the student's own function (fixed inputs: the same message every run)
+    lines = []
+    for d in (16, 1024):
+        q, K, V = _saturation_inputs(512, n, d, 1)
+        raw_w, raw_g = _pair_of_vectors(my_saturation(q, K, V, 1.0), "my_saturation", 512)
+        s_w, s_g = _pair_of_vectors(my_saturation(q, K, V, math.sqrt(d)), "my_saturation", 512)
+        ratio = float(s_g.median() / raw_g.median().clamp_min(1e-300))
+        times = f"over {10 ** int(math.floor(math.log10(ratio))):,}" if ratio >= 10 else "about 1 to 10"
+        lines.append(f"d = {d}: median largest weight {float(raw_w.median()):.2f} unscaled, "
+                     f"{float(s_w.median()):.2f} scaled; median gradient {times} times smaller unscaled")
+    passed("measured with your function: " + "; ".join(lines) + ".")
+
+
+# --------------------------------------------------------------------------- 2.5
+def _equivariance_cases(d: int) -> list[tuple[str, Callable, bool]]:
+    g = torch.Generator().manual_seed(25)
+    W_Q, W_K, W_V = (torch.randn(d, d, generator=g, dtype=torch.float64) / math.sqrt(d) for _ in range(3))
+    W1 = torch.randn(d, 2 * d, generator=g, dtype=torch.float64) / math.sqrt(d)
+    kernel = torch.randn(3, generator=g, dtype=torch.float64)
+
+    def projected(X):
+        q, k, v = X @ W_Q, X @ W_K, X @ W_V
+        return torch.softmax(q @ k.T / math.sqrt(d), dim=-1) @ v
+
+    marker = torch.zeros(d, dtype=torch.float64)
+    marker[0] = 1.0
+
+    def mark_last(X):  # treats the last position differently from the others
+        out = X.clone()
+        out[-1] += marker
+        return out
+
+    def circular_conv(X):  # mixes each token with its neighbours, wrapping around: not a set function
+        return kernel[0] * X.roll(1, 0) + kernel[1] * X + kernel[2] * X.roll(-1, 0)
+
+    return [
+        ("f(X) = 2 X", lambda X: 2 * X, True),
+        ("parameter-free attention softmax(X X^T / sqrt(d)) X", _attention, True),
+        ("attention with learned W_Q, W_K, W_V", projected, True),
+        ("the same small network on every token", lambda X: torch.relu(X @ W1) @ W1.T, True),
+        ("subtracting the mean over the tokens", lambda X: X - X.mean(0, keepdim=True), True),
+        ("attention after adding sinusoidal positions", lambda X: _attention(X + _sinusoids(*X.shape)), False),
+        ("causal attention", lambda X: _attention(X, causal=True), False),
+        ("a circular convolution along the tokens", circular_conv, False),
+        ("a running sum over the tokens", lambda X: X.cumsum(0), False),
+        ("adding a marker to the last token", mark_last, False),
+        ("adding the first token to every token", lambda X: X + X[:1], False),
+        ("sorting the tokens by their first feature", lambda X: X[X[:, 0].argsort()], False),
+    ]
+
+
+@checker("Exercise 2.5")
+def equivariance_test(my_is_equivariant) -> None:
+    """``my_is_equivariant(f, X)`` -> True iff ``f(X[perm])`` equals ``f(X)[perm]`` for permutations."""
+    n, d = 10, 4
+    X = torch.randn(n, d, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    answers = {}
+    for name, f, expected in _equivariance_cases(d):
+        X_in = X.clone()
+        with torch.random.fork_rng(devices=[]):  # the same draws on every run, the student's RNG untouched
+            torch.manual_seed(2025)
+            got = _verdict(my_is_equivariant(f, X_in), f"my_is_equivariant(<{name}>, X)")
+        if not torch.equal(X_in, X):
+            hint("your test changed X itself (an in-place assignment such as X[...] = ... or X += ...): "
+                 "permute a copy, X[perm], and leave the caller's tensor as it was.")
+        answers[name] = (got, expected)
+    wrong = [name for name, (got, expected) in answers.items() if got != expected]
+    if not wrong:
+        passed("your test says True for every layer that treats its input as a set, and False for "
+               "the ones that look at the order, including a circular convolution.")
+    said = {name: got for name, (got, _) in answers.items()}
+    if all(said.values()):
+        hint("your test says True for every layer, even a running sum and causal attention. Does it "
+             "really permute the rows? Compare f(X[perm]) with f(X)[perm] for a permutation that is not "
+             "the identity.")
+    if not any(said.values()):
+        hint("your test says False for every layer, even f(X) = 2 X, which is equivariant. Compare "
+             "f(X[perm]) with f(X)[perm] (the same perm on both sides), within a tolerance "
+             "(torch.allclose).")
+    if not said["f(X) = 2 X"]:
+        hint("for f(X) = 2 X your test says False, yet 2 X[perm] is exactly (2 X)[perm]. Apply the same "
+             "permutation on both sides: f(X[perm]) against f(X)[perm] (not against f(X), which tests "
+             "invariance, and not against the inverse permutation).")
+    if said["a circular convolution along the tokens"] and not any(
+            said[n] for n, (_, e) in answers.items() if not e and n != "a circular convolution along the tokens"):
+        hint("your test says True for a circular convolution along the tokens: it mixes each token with "
+             "its neighbours, so it is not a set function, but a cyclic shift (torch.roll) does not "
+             "reveal it. Use a random permutation (torch.randperm) rather than a shift.")
+    if not said["parameter-free attention softmax(X X^T / sqrt(d)) X"] or not said[
+            "attention with learned W_Q, W_K, W_V"]:
+        hint("your test says attention is not equivariant. Summing the keys in another order rounds "
+             "differently in the last bits: compare with torch.allclose, not torch.equal or ==.")
+    name = wrong[0]
+    hint(f"for {name} your test says {said[name]}; the right answer is {not said[name]}.", generic=True)
+
+
+# --------------------------------------------------------------------------- 4.4
+class _RunningBatchNorm:
+    """BatchNorm at evaluation: fixed statistics collected beforehand (no dependence on the batch)."""
+
+    def __init__(self, d: int):
+        g = torch.Generator().manual_seed(44)
+        self.mean = torch.randn(d, generator=g, dtype=torch.float64)
+        self.var = torch.rand(d, generator=g, dtype=torch.float64) + 0.5
+
+    def __call__(self, x):
+        return (x - self.mean) / torch.sqrt(self.var + 1e-5)
+
+
+def _leak_cases(d: int) -> list[tuple[str, Callable, bool]]:
+    def layer_norm(x):
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],))
+
+    def batch_norm_time(x):  # statistics over batch and time, as nn.BatchNorm1d in training
+        mean = x.mean(dim=(0, 1), keepdim=True)
+        var = x.var(dim=(0, 1), keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(var + 1e-5)
+
+    def batch_norm_per_step(x):  # statistics over the batch only, one set per position
+        mean = x.mean(dim=0, keepdim=True)
+        var = x.var(dim=0, keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(var + 1e-5)
+
+    def causal_running_norm(x):  # position t normalized by the statistics of positions 0..t
+        count = torch.arange(1, x.shape[1] + 1, dtype=x.dtype)[None, :, None]
+        mean = x.cumsum(1) / count
+        var = (x * x).cumsum(1) / count - mean * mean
+        return (x - mean) / torch.sqrt(var.clamp_min(0) + 1e-5)
+
+    return [
+        ("f(x) = 2 x", lambda x: 2 * x, False),
+        ("LayerNorm over the features", layer_norm, False),
+        ("BatchNorm over batch and time (training statistics)", batch_norm_time, True),
+        ("BatchNorm with running statistics (evaluation)", _RunningBatchNorm(d), False),
+        ("BatchNorm over the batch, separately at each position", batch_norm_per_step, False),
+        ("a normalization by the statistics of positions 0..t", causal_running_norm, False),
+        ("causal attention", lambda x: _attention(x, causal=True), False),
+        ("attention without a mask", _attention, True),
+        ("adding the last token to every position", lambda x: x + x[:, -1:], True),
+        ("adding the previous token, wrapping around", lambda x: x + x.roll(1, dims=1), True),
+    ]
+
+
+@checker("Exercise 4.4")
+def future_leak_test(my_leaks_future) -> None:
+    """``my_leaks_future(f, x, t)`` -> True iff an output at a position ``<= t`` depends on inputs after ``t``."""
+    B, T, d = 3, 6, 4
+    x = torch.randn(B, T, d, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    said: dict[tuple[str, int], bool] = {}
+    expected: dict[tuple[str, int], bool] = {}
+    for t in (2, 0, 4):
+        for name, f, leaks in _leak_cases(d):
+            x_in = x.clone()
+            with torch.random.fork_rng(devices=[]):  # the same draws on every run
+                torch.manual_seed(2025)
+                said[name, t] = _verdict(my_leaks_future(f, x_in, t), f"my_leaks_future(<{name}>, x, t={t})")
+            if not torch.equal(x_in, x):
+                hint("your test changed x itself (an in-place assignment such as x[:, t + 1:] = ...): "
+                     "change a copy (x.clone()) and leave the caller's tensor as it was.")
+            expected[name, t] = leaks
+    wrong = [key for key in said if said[key] != expected[key]]
+    if not wrong:
+        passed("it catches BatchNorm over time and unmasked attention, and clears LayerNorm, causal "
+               "attention and BatchNorm with running statistics.")
+    answers = list(said.values())
+    if all(answers):
+        hint("your test says every layer leaks the future, even f(x) = 2 x. Compare only the outputs at "
+             "positions 0..t (out[:, :t + 1]), and change only the inputs after t (x[:, t + 1:]).")
+    if not any(answers):
+        hint("your test never finds a leak, not even in attention without a mask. Change the inputs "
+             "after t by a visible amount (add 1, or draw new random tokens) and compare the outputs at "
+             "positions 0..t before and after.")
+    if said["f(x) = 2 x", 2]:
+        hint("for f(x) = 2 x your test reports a leak: it must look only at the outputs at positions "
+             "0..t (out[:, :t + 1]), which cannot change when only the inputs after t change, and it "
+             "must not change any input at a position <= t.")
+    if not said["adding the previous token, wrapping around", 2]:
+        hint("a layer that adds the previous token with wrap-around (x.roll(1, dims=1)) gives position 0 "
+             "the last token: your test misses it. Compare every output at positions 0..t, not only "
+             "position t.")
+    name, t = wrong[0]
+    hint(f"for {name} at t = {t} your test says {said[name, t]}; the right answer is "
+         f"{expected[name, t]}.", generic=True)
+
+
+# --------------------------------------------------------------------------- 5.5
+def _shift(k: int, d: int) -> torch.Tensor:
+    """The block rotation M_k with p_{i+k} = p_i M_k (row vectors), built here from its formula."""
+    M = torch.zeros(d, d, dtype=torch.float64)
+    for j in range(d // 2):
+        a = k * 10000.0 ** (-2 * j / d)
+        M[2 * j, 2 * j], M[2 * j, 2 * j + 1] = math.cos(a), -math.sin(a)
+        M[2 * j + 1, 2 * j], M[2 * j + 1, 2 * j + 1] = math.sin(a), math.cos(a)
+    return M
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-4, atol=1e-5))
+
+
+@checker("Exercise 5.5")
+def three_back(my_three_back) -> None:
+    """``my_three_back(d)`` -> ``(d, d)`` tensor ``A`` with which query ``i`` attends most to key ``i - 3``."""
+    T = 40
+    for d in (32, 64):
+        A = _real_tensor(my_three_back(d), f"my_three_back({d})")
+        if tuple(A.shape) != (d, d):
+            hint(f"my_three_back({d}) should be a ({d}, {d}) matrix, the product W_Q W_K^T that sits "
+                 f"between p_i and p_j; it has shape {tuple(A.shape)}.")
+        if not bool(torch.isfinite(A).all()):
+            hint(f"my_three_back({d}) holds inf or NaN.")
+        if A.abs().max() == 0:
+            hint("A = 0 gives every key the same score: the head attends evenly, not three tokens back.")
+        P = _sinusoids(T, d)
+        scores = P @ A @ P.T  # (T, T): the position-position term p_i A p_j^T
+        scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        best = scores.argmax(dim=-1)[3:]  # queries 3.. have a key three back
+        want = torch.arange(T)[3:] - 3
+        if torch.equal(best, want):
+            continue
+        for k, what in ((3, "M_3 moves every position 3 forward (p_i M_3 = p_(i+3)): query i then looks "
+                            "for the token 3 ahead, which the causal mask hides, so it settles on itself"),
+                        (0, "the identity (M_0) makes each query look for its own position"),
+                        (-2, "M_(-2) looks two tokens back"), (-4, "M_(-4) looks four tokens back")):
+            if _close(A, _shift(k, d)):
+                hint(f"{what}. You need p_i A = p_(i-3).")
+        if _close(A, -_shift(-3, d)):
+            hint("-M_(-3) turns the best match into the worst: the minus sign sends each query as far "
+                 "as possible from i - 3.")
+        offsets = (torch.arange(T)[3:] - best).tolist()
+        common = max(set(offsets), key=offsets.count)
+        hint(f"with your A, query i attends most to key i - {common} for {offsets.count(common)} of the "
+             f"{T - 3} queries (d = {d}); it should be i - 3 for all of them. Use the shift matrix: "
+             "p_i M_k = p_(i+k).", generic=True)
+    passed("with A = M_(-3), p_i A p_j^T = p_(i-3) . p_j, largest at j = i - 3: the head looks three "
+           "tokens back, at every position.")
+
+
+# --------------------------------------------------------------------------- 5.6
+def _rope(x: torch.Tensor, offset: int, layout: str = "interleaved", start: int = 0, sign: float = 1.0,
+          width: int | None = None) -> torch.Tensor:
+    """Reference RoPE over the last axis with positions offset + start + t along axis -2."""
+    T, d = x.shape[-2:]
+    width = d if width is None else width
+    pos = torch.arange(offset + start, offset + start + T, dtype=torch.float64)[:, None]
+    angles = sign * pos * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / width)  # (T, d/2)
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    x = x.double()
+    if layout == "halves":
+        a, b = x[..., : d // 2], x[..., d // 2 :]
+        return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+    out = torch.empty_like(x)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out[..., 0::2], out[..., 1::2] = a * cos - b * sin, a * sin + b * cos
+    return out
+
+
+def _merged_heads(x: torch.Tensor, offset: int) -> torch.Tensor:
+    """The mistake of rotating (B, T, h * d_head) with frequencies over the whole width."""
+    B, h, T, dh = x.shape
+    merged = x.transpose(1, 2).reshape(B, T, h * dh)
+    return _rope(merged, offset).reshape(B, T, h, dh).transpose(1, 2)
+
+
+@checker("Exercise 5.6")
+def rotary_qk(my_rotary_qk) -> None:
+    """``my_rotary_qk(q, k, offset)`` -> ``(q', k')``: every head's queries and keys rotated from ``offset``."""
+    g = torch.Generator().manual_seed(56)
+    for B, h, T, dh, offset in ((2, 3, 5, 8, 0), (1, 2, 4, 6, 7), (2, 4, 1, 8, 12)):
+        q = torch.randn(B, h, T, dh, generator=g, dtype=torch.float64)
+        k = torch.randn(B, h, T, dh, generator=g, dtype=torch.float64)
+        q_in, k_in = q.clone(), k.clone()
+        call = f"my_rotary_qk(q, k, offset={offset})"
+        out = my_rotary_qk(q_in, k_in, offset)
+        if not torch.equal(q_in, q) or not torch.equal(k_in, k):
+            hint("your function changed q or k in place; return new tensors and leave the inputs as they were "
+                 "(a cache may hold them).")
+        if not isinstance(out, tuple) or len(out) != 2:
+            hint(f"{call} should return a pair (q_rotated, k_rotated); it returned {describe(out)}.")
+        q_out = _real_tensor(out[0], call + "[0]")
+        k_out = _real_tensor(out[1], call + "[1]")
+        shape = (B, h, T, dh)
+        if tuple(q_out.shape) != shape or tuple(k_out.shape) != shape:
+            hint(f"{call} should keep the shape (B, h, T, d_head) = {shape}; got {tuple(q_out.shape)} and "
+                 f"{tuple(k_out.shape)}.", generic=True)
+        q_ref, k_ref = _rope(q, offset), _rope(k, offset)
+        if _close(q_out, q_ref) and _close(k_out, k_ref):
+            continue
+        if _close(q_out, q_ref) and _close(k_out, k):
+            hint("the queries are rotated but the keys are not: RoPE turns both, or q_i . k_j would depend on "
+                 "i alone.")
+        if _close(q_out, q) and _close(k_out, k_ref):
+            hint("the keys are rotated but the queries are not: RoPE turns both.")
+        if offset and _close(q_out, _rope(q, 0)) and _close(k_out, _rope(k, 0)):
+            hint(f"the new tokens were turned as if they stood at positions 0, 1, ...; after a cache of "
+                 f"{offset} tokens they stand at positions {offset}, {offset + 1}, ...: add the offset.")
+        if _close(q_out, _rope(q, offset, start=1)) and _close(k_out, _rope(k, offset, start=1)):
+            hint("positions start at offset, not offset + 1: the first token of a fresh sequence is not "
+                 "rotated at all.")
+        if _close(q_out, _rope(q, offset, layout="halves")) and _close(k_out, _rope(k, offset, layout="halves")):
+            hint("you paired feature j with feature j + d_head/2 (Hugging Face's rotate_half layout). That is "
+                 "a valid convention, a permutation of this one, but here the pairs are (2j, 2j + 1), as in "
+                 "the chapter and in apply_rotary.")
+        if _close(q_out, _rope(q, offset, sign=-1.0)) and _close(k_out, _rope(k, offset, sign=-1.0)):
+            hint("you turned clockwise (the angle -t w): it works as long as queries and keys agree, but "
+                 "this exercise follows the chapter, counterclockwise: (x0 cos a - x1 sin a, x0 sin a + x1 cos a).")
+        if h > 1 and _close(q_out, _merged_heads(q, offset)) and _close(k_out, _merged_heads(k, offset)):
+            hint("you rotated the merged width h * d_head with its frequencies: RoPE works inside each head, "
+                 "with the frequencies 10000**(-2j/d_head) of d_head features, the same in every head.")
+        if T > 1 and _close(q_out, _rope(q, offset, width=h * dh)):
+            hint("the frequencies must come from the head's width d_head, 10000**(-2j/d_head), not from "
+                 "the model's width.")
+        if T > 1 and T != h and _close(q_out, _rope(q.transpose(1, 2), offset).transpose(1, 2)):
+            hint("you counted positions along the heads axis: in (B, h, T, d_head) the positions are axis 2 "
+                 "(T), the third axis.")
+        hint(f"{call} differs from RoPE applied in every head from position {offset}.", generic=True)
+    passed("every head's queries and keys turn by their absolute position, offset + t: with a cache, "
+           "a new token continues where the cached ones stopped.")

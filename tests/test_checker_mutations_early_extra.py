@@ -1,0 +1,256 @@
+"""Mutation registry of the exercises added to chapters 2, 4 and 5 (companion.exercises.early_extra).
+
+See tests/mutation_harness.py: each reference must pass, and each wrong solution below must get a
+hint (the named specific one where ``expect`` is given), never a pass and never a checker crash.
+"""
+import math
+
+import numpy as np
+import torch
+
+from companion.exercises import early_extra as check
+from companion.positional import apply_rotary, shift_matrix
+from mutation_harness import Exercise, Mutant, make_tests
+
+
+# --- 1.5: saturation, predicted then measured --------------------------------------------------------
+def my_saturation(q, K, V, scale):
+    q = q.detach().requires_grad_(True)
+    scores = (K @ q.unsqueeze(-1)).squeeze(-1) / scale  # (N, n)
+    w = torch.softmax(scores, dim=-1)
+    (w.unsqueeze(1) @ V).sum().backward()
+    return w.max(dim=-1).values.detach(), q.grad.norm(dim=-1)
+
+
+def _sat(scale_fn=lambda s: s, dim=-1, pick=lambda w, scores: w.max(dim=-1).values, loss=lambda out: out.sum(),
+         grad=lambda q, K: q.grad.norm(dim=-1)):
+    def fn(q, K, V, scale):
+        q = q.detach().requires_grad_(True)
+        K = K.detach().requires_grad_(True)
+        scores = (K @ q.unsqueeze(-1)).squeeze(-1) / scale_fn(scale)
+        w = torch.softmax(scores, dim=dim)
+        loss(w.unsqueeze(1) @ V).backward()
+        return pick(w, scores).detach(), grad(q, K)
+    return fn
+
+
+SATURATION = [
+    Mutant("scale ignored", _sat(scale_fn=lambda s: 1.0), "not divided by scale"),
+    Mutant("multiplied by the scale", _sat(scale_fn=lambda s: 1.0 / s), "multiplied by scale"),
+    Mutant("square root of the scale", _sat(scale_fn=math.sqrt), "square root"),
+    Mutant("softmax over the queries", _sat(dim=0), "dim=0"),
+    Mutant("smallest weight", _sat(pick=lambda w, s: w.min(dim=-1).values), "smallest weight"),
+    Mutant("largest score", _sat(pick=lambda w, s: s.max(dim=-1).values), "largest score"),
+    Mutant("squared gradient norm", _sat(grad=lambda q, K: q.grad.norm(dim=-1) ** 2), "squared norm"),
+    Mutant("mean instead of sum", _sat(loss=lambda out: out.mean()), "not the mean"),
+    Mutant("gradient of the keys", _sat(grad=lambda q, K: K.grad.norm(dim=(-2, -1))), "keys"),
+    Mutant("one norm for all queries", _sat(grad=lambda q, K: q.grad.norm().expand(q.shape[0])), None),
+    Mutant("returns the weights only", lambda q, K, V, s: torch.softmax(K @ q.unsqueeze(-1), 1), "pair"),
+    Mutant("returns None", lambda q, K, V, s: None, "pair"),
+    Mutant("returns two strings", lambda q, K, V, s: ("w", "g"), "should return a tensor"),
+    Mutant("mean largest weight", _sat(pick=lambda w, s: w.max(dim=-1).values.mean()), "one number per query"),
+    Mutant("raises", lambda q, K, V, s: q @ K, raised=True),
+]
+
+
+# --- 2.5: a permutation-equivariance test ------------------------------------------------------------
+def my_is_equivariant(f, X):
+    for _ in range(5):  # one permutation may leave a token in place
+        perm = torch.randperm(X.shape[0])
+        if not torch.allclose(f(X[perm]), f(X)[perm]):
+            return False
+    return True
+
+
+def _with_perm(make_perm, compare=torch.allclose, inverse=False, invariance=False):
+    def test(f, X):
+        perm = make_perm(X.shape[0])
+        out = f(X)
+        target = out if invariance else out[perm.argsort() if inverse else perm]
+        return compare(f(X[perm]), target)
+    return test
+
+
+def _in_place(f, X):
+    perm = torch.randperm(X.shape[0])
+    expected = f(X)[perm]
+    X[:] = X[perm]
+    return torch.allclose(f(X), expected)
+
+
+EQUIVARIANCE = [
+    Mutant("always True", lambda f, X: True, "True for every layer"),
+    Mutant("always False", lambda f, X: False, "False for every layer"),
+    Mutant("identity permutation", _with_perm(lambda n: torch.arange(n)), "True for every layer"),
+    Mutant("invariance instead of equivariance", _with_perm(torch.randperm, invariance=True), "f(X) = 2 X"),
+    Mutant("inverse permutation on one side", _with_perm(lambda n: torch.arange(n).roll(3), inverse=True),
+           "f(X) = 2 X"),
+    Mutant("a cyclic shift instead of a permutation", _with_perm(lambda n: torch.arange(n).roll(1)),
+           "circular convolution"),
+    Mutant("exact equality", _with_perm(torch.randperm, compare=torch.equal), "torch.allclose"),
+    Mutant("elementwise isclose", _with_perm(torch.randperm, compare=torch.isclose), "one True or False"),
+    Mutant("returns a string", lambda f, X: "yes", "True or False"),
+    Mutant("returns None", lambda f, X: None, "True or False"),
+    Mutant("returns 1", lambda f, X: 1, "True or False"),
+    Mutant("returns a complex number", lambda f, X: 1j, "True or False"),
+    Mutant("changes X in place", _in_place, "changed X itself"),
+    Mutant("the last two tokens swapped", _with_perm(
+        lambda n: torch.cat([torch.arange(n - 2), torch.tensor([n - 1, n - 2])]))),
+    Mutant("swaps the first two tokens only",
+           _with_perm(lambda n: torch.cat([torch.tensor([1, 0]), torch.arange(2, n)]))),
+    Mutant("raises", lambda f, X: f(X)[X.shape[0] + 5], raised=True),
+]
+
+
+# --- 4.4: a test for leaks from the future -----------------------------------------------------------
+def my_leaks_future(f, x, t):
+    changed = x.clone()
+    changed[:, t + 1:] = torch.randn_like(changed[:, t + 1:])
+    return not torch.allclose(f(x)[:, : t + 1], f(changed)[:, : t + 1])
+
+
+def _leak(change=lambda x, t: x[:, t + 1:], compare=lambda out, t: out[:, : t + 1], amount=1.0,
+          equal=torch.allclose):
+    def test(f, x, t):
+        changed = x.clone()
+        view = change(changed, t)
+        view += amount
+        return not equal(compare(f(x), t), compare(f(changed), t))
+    return test
+
+
+def _in_place_leak(f, x, t):
+    before = f(x)[:, : t + 1].clone()
+    x[:, t + 1:] += 1.0
+    return not torch.allclose(f(x)[:, : t + 1], before)
+
+
+LEAKS = [
+    Mutant("always True", lambda f, x, t: True, "every layer leaks"),
+    Mutant("always False", lambda f, x, t: False, "never finds a leak"),
+    Mutant("compares every position", _leak(compare=lambda out, t: out), "for f(x) = 2 x"),
+    Mutant("changes the past instead", _leak(change=lambda x, t: x[:, : t + 1]), "for f(x) = 2 x"),
+    Mutant("compares only position t", _leak(compare=lambda out, t: out[:, t]), "wrap-around"),
+    Mutant("compares the future outputs", _leak(compare=lambda out, t: out[:, t + 1:])),
+    Mutant("a change too small to see", _leak(amount=1e-12), "never finds a leak"),
+    Mutant("changes from t on (off by one)", _leak(change=lambda x, t: x[:, t:])),
+    Mutant("changes x in place", _in_place_leak, "changed x itself"),
+    Mutant("returns the difference", lambda f, x, t: (f(x) - f(x + 1))[:, : t + 1].abs().max(),
+           "True or False"),
+    Mutant("returns a bool tensor per entry",
+           lambda f, x, t: f(x)[:, : t + 1] != f(x + 1)[:, : t + 1], "one True or False"),
+    Mutant("returns a string", lambda f, x, t: "leaks", "True or False"),
+    Mutant("returns numpy's bool of the wrong answer", lambda f, x, t: np.bool_(False), "never finds a leak"),
+    Mutant("raises", lambda f, x, t: f(x[0]).shape[5], raised=True),
+]
+
+
+# --- 5.5: a head that looks three tokens back --------------------------------------------------------
+def my_three_back(d):
+    return shift_matrix(-3, d, dtype=torch.float64)
+
+
+THREE_BACK = [
+    Mutant("M_3, the forward shift", lambda d: shift_matrix(3, d), "M_3 moves every position"),
+    Mutant("M_(-3) transposed (= M_3)", lambda d: shift_matrix(-3, d).T, "M_3 moves every position"),
+    Mutant("the identity", lambda d: torch.eye(d), "identity"),
+    Mutant("two back", lambda d: shift_matrix(-2, d), "two tokens back"),
+    Mutant("four back", lambda d: shift_matrix(-4, d), "four tokens back"),
+    Mutant("minus M_(-3)", lambda d: -shift_matrix(-3, d), "-M_(-3)"),
+    Mutant("zeros", lambda d: torch.zeros(d, d), "A = 0"),
+    Mutant("wrong shape", lambda d: shift_matrix(-3, d)[:, :-2], "shape"),
+    Mutant("NaN", lambda d: torch.full((d, d), float("nan")), "NaN"),
+    Mutant("returns None", lambda d: None, "should return a tensor"),
+    Mutant("complex", lambda d: shift_matrix(-3, d).to(torch.complex64), "real numbers"),
+    Mutant("a huge int", lambda d: 10**100, "should return a tensor"),
+    Mutant("ones", lambda d: torch.ones(d, d)),
+    Mutant("only the fastest pair shifted", lambda d: torch.block_diag(shift_matrix(-3, 2), torch.eye(d - 2))),
+    Mutant("raises", lambda d: shift_matrix(-3, d - 1), raised=True),
+]
+
+
+# --- 5.6: RoPE on every head, from an offset ---------------------------------------------------------
+def my_rotary_qk(q, k, offset):
+    return apply_rotary(q, offset=offset), apply_rotary(k, offset=offset)
+
+
+def _halves(q, k, offset):
+    return apply_rotary(q, offset=offset, layout="halves"), apply_rotary(k, offset=offset, layout="halves")
+
+
+def _merged(q, k, offset):
+    def one(x):
+        B, h, T, dh = x.shape
+        return apply_rotary(x.transpose(1, 2).reshape(B, T, h * dh), offset=offset).reshape(
+            B, T, h, dh).transpose(1, 2)
+    return one(q), one(k)
+
+
+def _clockwise(q, k, offset):
+    def one(x):
+        flipped = x.clone()
+        flipped[..., 1::2] *= -1  # conjugate, rotate, conjugate back: the angle -t w
+        out = apply_rotary(flipped, offset=offset)
+        out[..., 1::2] *= -1
+        return out
+    return one(q), one(k)
+
+
+def _in_place(q, k, offset):
+    q[:] = apply_rotary(q, offset=offset)
+    k[:] = apply_rotary(k, offset=offset)
+    return q, k
+
+
+def _heads_as_positions(q, k, offset):
+    return (apply_rotary(q.transpose(1, 2), offset=offset).transpose(1, 2),
+            apply_rotary(k.transpose(1, 2), offset=offset).transpose(1, 2))
+
+
+ROTARY = [
+    Mutant("offset ignored", lambda q, k, o: my_rotary_qk(q, k, 0), "add the offset"),
+    Mutant("positions from offset + 1", lambda q, k, o: my_rotary_qk(q, k, o + 1), "not offset + 1"),
+    Mutant("keys not rotated", lambda q, k, o: (apply_rotary(q, offset=o), k), "keys are not"),
+    Mutant("queries not rotated", lambda q, k, o: (q, apply_rotary(k, offset=o)), "queries are not"),
+    Mutant("rotate_half layout", _halves, "rotate_half"),
+    Mutant("clockwise", _clockwise, "clockwise"),
+    Mutant("merged heads", _merged, "inside each head"),
+    Mutant("positions along the heads axis", _heads_as_positions, "heads axis"),
+    Mutant("changes q and k in place", _in_place, "in place"),
+    Mutant("returns only q", lambda q, k, o: apply_rotary(q, offset=o), "should return a pair"),
+    Mutant("returns a list of three", lambda q, k, o: [q, k, q], "should return a pair"),
+    Mutant("returns None", lambda q, k, o: None, "should return a pair"),
+    Mutant("returns strings", lambda q, k, o: ("q", "k"), "should return a tensor"),
+    Mutant("base 1000", lambda q, k, o: (apply_rotary(q, offset=o, base=1000.0),
+                                         apply_rotary(k, offset=o, base=1000.0))),
+    Mutant("offset only on the keys", lambda q, k, o: (apply_rotary(q), apply_rotary(k, offset=o))),
+    Mutant("raises", lambda q, k, o: apply_rotary(q[..., :-1]), raised=True),
+]
+
+
+EXERCISES = [
+    Exercise(check.saturation, my_saturation, SATURATION),
+    Exercise(check.equivariance_test, my_is_equivariant, EQUIVARIANCE),
+    Exercise(check.future_leak_test, my_leaks_future, LEAKS),
+    Exercise(check.three_back, my_three_back, THREE_BACK),
+    Exercise(check.rotary_qk, my_rotary_qk, ROTARY),
+]
+
+test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+
+
+def test_junk_never_crashes_the_checkers():
+    junk = [None, "text", 10**100, 1j, float("nan"), [], (), {}, torch.tensor([]), object()]
+    for checker in (check.saturation, check.equivariance_test, check.future_leak_test, check.three_back, check.rotary_qk):
+        for value in junk:
+            fb = checker(lambda *args, value=value: value)
+            assert fb.status == "hint", (checker.exercise, value, fb)
+        assert checker(None).status == "not attempted"
+        assert checker(...).status == "not attempted"
+
+
+def test_the_tests_are_deterministic_for_right_answers():
+    # the reference tests draw random permutations and tokens: repeat them
+    for _ in range(5):
+        assert check.equivariance_test(my_is_equivariant).passed
+        assert check.future_leak_test(my_leaks_future).passed
