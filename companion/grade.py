@@ -172,22 +172,6 @@ def load_points(path: Path | None, chapters: dict[int, registry.Chapter]) -> dic
 
 
 # -------------------------------------------------------------------------------- workers
-def _work(conn, path: str, chapter: dict, limits: Limits, sandbox: Sandbox, slot: int) -> None:
-    """A worker process: grade one notebook and send the plain-data result to the parent."""
-    import torch
-
-    from companion.grading.runner import grade_notebook
-
-    torch.set_num_threads(1)
-    exercises = [registry.Exercise(**e) for e in chapter.pop("exercises")]
-    try:
-        result: dict = {"ok": True, **grade_notebook(path, registry.Chapter(**chapter, exercises=exercises), limits, sandbox, slot)}
-    except BaseException as exc:  # the kernel did not start, the disk is full, ...
-        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    conn.send(result)
-    conn.close()
-
-
 def _context(chapters: dict[int, registry.Chapter]):
     ctx = multiprocessing.get_context("forkserver")
     # Imported once by the fork server, before any notebook runs; each submission then gets a
@@ -216,7 +200,9 @@ def _without_main_module():
 
 def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int, progress: Any = None) -> None:
     """Grade every submission that has a chapter, ``jobs`` at a time, each in its own process."""
-    import companion.grading.runner  # noqa: F401  (fail here, not in every worker, if it cannot import)
+    # The worker is a function of an importable module (never of __main__, which the fork server
+    # does not have under `python -m companion.grade`); importing it here fails once, not per worker.
+    from companion.grading import runner
 
     todo = [s for s in subs if s.problem is None and s.chapter is not None]
     if not todo:
@@ -229,7 +215,7 @@ def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int,
         while queue and free:
             sub, slot = queue.pop(0), free.pop(0)
             receive, send = ctx.Pipe(duplex=False)
-            process = ctx.Process(target=_work, args=(send, str(sub.path), asdict(sub.chapter), limits, sandbox, slot), daemon=True)
+            process = ctx.Process(target=runner.work, args=(send, str(sub.path), asdict(sub.chapter), limits, sandbox, slot), daemon=True)
             with _without_main_module():
                 process.start()
             send.close()

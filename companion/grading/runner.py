@@ -181,3 +181,19 @@ def grade_notebook(path: str, chapter: registry.Chapter, limits: Limits, sandbox
         out.restarts = sk.restarts
         sk.close()
     return asdict(out)
+
+
+def work(conn, path: str, chapter: dict, limits: Limits, sandbox: Sandbox, slot: int) -> None:
+    """A worker process: grade one notebook and send the plain-data result to the parent.
+
+    It lives here, in an importable module, so that the fork server finds it whatever the
+    grader's ``__main__`` is (``python -m companion.grade``, a script, a notebook)."""
+    torch.set_num_threads(1)
+    chapter = dict(chapter)
+    exercises = [registry.Exercise(**e) for e in chapter.pop("exercises")]
+    try:
+        result: dict = {"ok": True, **grade_notebook(path, registry.Chapter(**chapter, exercises=exercises), limits, sandbox, slot)}
+    except BaseException as exc:  # the kernel did not start, the disk is full, ...
+        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    conn.send(result)
+    conn.close()
