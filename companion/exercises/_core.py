@@ -12,6 +12,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
+from . import rules
+
 PASSED, HINT, NOT_ATTEMPTED, INTERNAL = "passed", "hint", "not attempted", "internal error"
 _ICON = {PASSED: "✅", HINT: "❌", NOT_ATTEMPTED: "⏳", INTERNAL: "⚠️"}
 _VERB = {PASSED: "passed", HINT: "not yet", NOT_ATTEMPTED: "not attempted yet", INTERNAL: "could not be checked"}
@@ -92,14 +94,20 @@ def _untouched(answer: Any) -> bool:
 
 
 def _guard(answer: Any) -> Any:
-    """The student's function, wrapped so that whatever it raises arrives as a StudentError."""
+    """The student's function, wrapped so that whatever it raises arrives as a StudentError.
+
+    Each call runs through :func:`rules.observe` and its :class:`rules.Observation` is recorded
+    into every active :func:`rules.watch` block of the checker.
+    """
     if not callable(answer) or isinstance(answer, type):
         return answer
 
     @functools.wraps(answer)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            return answer(*args, **kwargs)
+            result, observation = rules.observe(answer, *args, **kwargs)
+            rules.record(observation)
+            return result
         except (_Verdict, StudentError):
             raise
         except Exception as exc:  # noqa: BLE001 - anything the student's code raises
