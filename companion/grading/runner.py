@@ -161,7 +161,7 @@ def grade_notebook(path: str, chapter: registry.Chapter, limits: Limits, sandbox
     cells = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
     to_run = [(i, src) for i, src in cells if not _is_check_cell(src, calls)]
     out = NotebookResult()
-    sk = StudentKernel(to_run, sandbox, slot, kernel_env(), limits)
+    sk = StudentKernel(to_run, sandbox, slot, kernel_env(), limits, notebook=path)
     try:
         start = time.monotonic()
         sk.run()
