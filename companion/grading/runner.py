@@ -58,6 +58,7 @@ class NotebookResult:
     seconds_notebook: float = 0.0  # running the student's cells (restarts and replays included)
     seconds_checks: float = 0.0
     restarts: int = 0
+    kernel_log: str = ""  # the end of the last kernel's own log (for the instructor's log file)
 
 
 def _is_check_cell(source: str, calls: set[str]) -> bool:
@@ -179,6 +180,8 @@ def grade_notebook(path: str, chapter: registry.Chapter, limits: Limits, sandbox
     finally:
         out.notes += sk.notes
         out.restarts = sk.restarts
+        if sk.kernel is not None:
+            out.kernel_log = sk.kernel.log_tail(20_000)
         sk.close()
     return asdict(out)
 

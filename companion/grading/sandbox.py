@@ -191,7 +191,7 @@ class Sandbox:
         if self.root:  # namespaces without a user namespace; the kernel drops to its user below
             cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
         else:
-            cmd += ["--unshare-all", "--disable-userns"]
+            cmd += ["--unshare-all", "--unshare-user", "--disable-userns"]
         cmd += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
         for key, value in sorted((env or {}).items()):
             cmd += ["--setenv", key, value]
