@@ -428,7 +428,7 @@ def test_deleted_check_cells_and_renamed_cells_are_still_graded(graded):
 def test_a_folder_of_mixed_chapters_gives_one_csv_row_per_submission(graded):
     rows = list(csv.DictReader(open(graded["out"] / "gradebook.csv", encoding="utf-8")))
     numbers = [ex.number for c in FAST for ex in c.exercises]
-    assert list(rows[0]) == ["submission", "chapter", *numbers, "total", "out_of", "problem"]
+    assert list(rows[0]) == ["submission", "student", "chapter", *numbers, "total", "out_of", "problem", "warning"]
     assert len(rows) == len(graded["entries"]) == len(FAST) + 6
     by_name = {Path(r["submission"]).name: r for r in rows}
     mixed = by_name["one_right_one_wrong.ipynb"]
