@@ -4,9 +4,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import sysconfig
 import textwrap
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -41,6 +43,9 @@ class Feedback:
     status: str
     message: str
     kind: str = ""
+    #: For a ``raised`` hint: the traceback of the student's own frames (the checker's are left
+    #: out), lines of at most 78 columns, shown before the hint.
+    details: str = ""
 
     @property
     def passed(self) -> bool:
@@ -48,7 +53,8 @@ class Feedback:
 
     def __repr__(self) -> str:
         text = f"{_ICON[self.status]} {self.exercise} {_VERB[self.status]}: {self.message}"
-        return textwrap.fill(text, width=WIDTH, subsequent_indent="   ", break_on_hyphens=False)
+        text = textwrap.fill(text, width=WIDTH, subsequent_indent="   ", break_on_hyphens=False)
+        return f"{self.details}\n{text}" if self.details else text
 
     __str__ = __repr__
 
@@ -87,6 +93,31 @@ def hint(message: str, *, generic: bool = False) -> None:
     for a fallback that only describes how the answer differs from the right one.
     """
     raise _Verdict(HINT, message, GENERIC if generic else SPECIFIC)
+
+
+def source_facts(fn: Any) -> rules.SourceFacts:
+    """The :class:`rules.SourceFacts` of the student's function (``parsed=False`` when no source)."""
+    return rules.facts(rules.source_of(fn))
+
+
+def uses_numpy(seen: rules.Seen, facts: rules.SourceFacts) -> bool:
+    """True when the student's code called NumPy, or its source imports or names it."""
+    return seen.used_module("numpy") or facts.imports("numpy") or bool({"np", "numpy"} & facts.names)
+
+
+def uses_torch(seen: rules.Seen, facts: rules.SourceFacts) -> bool:
+    """True when the student's code called PyTorch, or its source imports or names it."""
+    return (bool(seen.torch_calls) or seen.used_module("torch") or facts.imports("torch")
+            or bool({"torch", "F", "nn"} & facts.names))
+
+
+def uses_companion(seen: rules.Seen, facts: rules.SourceFacts, *modules: str) -> list[str]:
+    """The companion modules (of ``modules``, default: any but the checkers) the student's code
+    called or imported, sorted."""
+    wanted = modules or ("companion",)
+    found = {m for m in seen.modules | facts.modules if m.startswith("companion")
+             and not m.startswith("companion.exercises") and any(m == w or m.startswith(w + ".") for w in wanted)}
+    return sorted(found)
 
 
 def _untouched(answer: Any) -> bool:
@@ -158,7 +189,8 @@ def checker(exercise: str) -> Callable[[Callable[..., None]], Callable[..., Feed
                 if isinstance(exc, NotImplementedError):
                     return Feedback(exercise, NOT_ATTEMPTED,
                                     "write your code where it says `raise NotImplementedError`, then run this cell again.")
-                return Feedback(exercise, HINT, f"your code raised {type(exc).__name__}: {exc}{_where(exc)}", RAISED)
+                return Feedback(exercise, HINT, f"your code raised {type(exc).__name__}: {_text(exc)}{_where(exc)}",
+                                RAISED, _student_traceback(exc))
             except Exception as exc:  # noqa: BLE001 - the checker's own code failed: a bug of ours
                 return Feedback(exercise, INTERNAL, _internal_message(exc), "internal")
             return Feedback(exercise, PASSED, "well done.")
@@ -174,6 +206,61 @@ def _internal_message(exc: BaseException) -> str:
     where = f" at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
     return (f"the checker itself failed ({type(exc).__name__}: {exc}{where}). This is a bug in the "
             "course, not in your code: please tell the instructors, with this message.")
+
+
+_HERE = str(Path(__file__).resolve().parent)
+_LIBRARIES = tuple({str(Path(p).resolve()) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
+                                                     sysconfig.get_paths()["platlib"], Path(torch.__file__).parent.parent,
+                                                     Path(np.__file__).parent.parent)})
+
+
+def _text(exc: BaseException, limit: int = 300) -> str:
+    """``str(exc)``, never failing and never longer than ``limit`` characters."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - a message that cannot be printed
+        text = f"<{type(exc).__name__} whose message cannot be printed>"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _is_student_frame(filename: str) -> bool:
+    """A frame of the student's code: not the checkers' and not a library's (torch, numpy, Python)."""
+    if filename.startswith("<") and not filename.startswith("<ipython-input") and filename != "<IPY-INPUT>":
+        return filename not in ("<frozen importlib._bootstrap>",) and "frozen" not in filename
+    try:
+        path = str(Path(filename).resolve())
+    except (OSError, ValueError):
+        return True
+    if path.startswith(_HERE):
+        return False
+    return not any(path.startswith(lib + "/") for lib in _LIBRARIES) or "ipykernel" in filename
+
+
+def _student_traceback(exc: BaseException, frames_shown: int = 6) -> str:
+    """The student's own frames of ``exc``'s traceback, innermost last, at most 78 columns a line."""
+    try:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if _is_student_frame(f.filename)]
+    except Exception:  # noqa: BLE001 - a traceback is a courtesy: never fail on it
+        return ""
+    if not frames:
+        return ""
+    lines = ["Traceback of your code (most recent call last):"]
+    if len(frames) > frames_shown:
+        lines.append(f"  ... {len(frames) - frames_shown} earlier calls not shown")
+        frames = frames[-frames_shown:]
+    for frame in frames:
+        cell = (frame.filename.startswith("<ipython-input") or "ipykernel" in frame.filename
+                or frame.filename == "<IPY-INPUT>")
+        where = "your cell" if cell else Path(frame.filename).name
+        lines.append(_clip(f"  {where}, line {frame.lineno}, in {frame.name}"))
+        if frame.line:
+            lines.append(_clip(f"    {frame.line.strip()}"))
+    return "\n".join(lines)  # the exception itself is in the hint that follows
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= WIDTH else line[: WIDTH - 3] + "..."
 
 
 def _where(exc: BaseException) -> str:
@@ -218,8 +305,33 @@ def describe(x: Any) -> str:
         return f"a tensor of shape {tuple(x.shape)} and dtype {x.dtype}"
     if isinstance(x, np.ndarray):
         return f"a NumPy array of shape {x.shape}"
-    text = repr(x)
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) > 10**30:
+        digits = int(abs(x).bit_length() * 0.30103)
+        return f"int {'-' if x < 0 else ''}10**{digits} or so, far too large"
+    try:
+        text = repr(x)
+    except Exception:  # noqa: BLE001 - a description must never fail
+        text = f"<a {type(x).__name__}>"
     return f"{type(x).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def safe_float(x: Any) -> float | None:
+    """``x`` as a float when it is one real number (int, float, NumPy scalar, one-element real
+    tensor or array), else None: never raises (``10**400``, complex, a bool, a string give None)."""
+    try:
+        if isinstance(x, (bool, np.bool_)):
+            return None
+        if isinstance(x, (int, np.integer)):
+            return float(x) if abs(int(x)) < 2**1000 else None
+        if isinstance(x, (float, np.floating)):
+            return float(x)
+        if isinstance(x, torch.Tensor) and x.numel() == 1 and not x.is_complex() and x.dtype != torch.bool:
+            return float(x.detach().reshape(()).double())
+        if isinstance(x, np.ndarray) and x.size == 1 and x.dtype.kind in "iuf":
+            return float(x.reshape(()))
+    except Exception:  # noqa: BLE001 - anything odd is not a number
+        return None
+    return None
 
 
 def require_tensor(got: Any, what: str = "a tensor") -> torch.Tensor:
@@ -268,10 +380,12 @@ def as_number(got: Any, call: str) -> float:
     """The student's answer as a float when it is one number (int, float, 0-d or 1-element tensor), or a hint."""
     if isinstance(got, (bool, np.bool_, str, bytes)):
         hint(f"{call} should return a number; it returned {describe(got)}.")
-    if isinstance(got, (int, float, np.integer, np.floating)):
-        return float(got)
-    if isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_complex() and got.dtype != torch.bool:
-        return float(got.detach().reshape(()))
+    if isinstance(got, (int, float, np.integer, np.floating)) or (
+            isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_complex() and got.dtype != torch.bool):
+        value = safe_float(got)
+        if value is None:
+            hint(f"{call} returned {describe(got)}, too large to be a float.", generic=True)
+        return value
     hint(f"{call} should return one number; it returned {describe(got)}.")
     raise AssertionError  # unreachable
 
@@ -284,7 +398,8 @@ def as_count(got: Any, call: str) -> int:
         hint(f"{call} returned {got!r}, a bool; return the number of parameters, an int.")
     if isinstance(got, (int, np.integer)):
         return int(got)
-    if isinstance(got, (float, np.floating)) or (isinstance(got, torch.Tensor) and got.numel() == 1):
+    if isinstance(got, (float, np.floating)) or (
+            isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_complex()):
         value = float(got)
         if math.isfinite(value) and value == int(value):
             return int(value)
