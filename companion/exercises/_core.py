@@ -120,6 +120,12 @@ def uses_companion(seen: rules.Seen, facts: rules.SourceFacts, *modules: str) ->
     return sorted(found)
 
 
+def library(name: str) -> str:
+    """How a hint names a call the rules saw: 'the library's softmax' (whatever import reached it:
+    torch.softmax, F.softmax, x.softmax, nn.Softmax), or a companion module as it is."""
+    return name if name.startswith("companion") else f"the library's {name}"
+
+
 def _untouched(answer: Any) -> bool:
     return answer is Ellipsis or answer is None
 
