@@ -134,7 +134,7 @@ MASK_WRONG = {
     "are swapped": lambda i, n, m, g: rule(i, n, m, g)[::-1],
     "return two tensors": lambda i, n, m, g: rule(i, n, m, g)[0],
     "the same seed gave other masks": _global_rng,
-    "changed `ids` in place": _in_place,
+    "changed ids in place": _in_place,
     "only the chosen positions may change": _unchosen_changed,
     "half of the positions": _front_loaded,
     "no position was chosen": lambda i, n, m, g: (i.clone(), torch.full_like(i, -100)),

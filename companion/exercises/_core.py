@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 import sysconfig
 import textwrap
@@ -130,25 +131,97 @@ def _untouched(answer: Any) -> bool:
     return answer is Ellipsis or answer is None
 
 
+_UNTRACKED = object()
+
+
+def _snapshot(value: Any, depth: int = 0) -> Any:
+    """A copy of an argument, to tell afterwards whether the student's code changed it in place.
+
+    Tensors, NumPy arrays and lists (also nested, and lists inside tuples) are copied; dicts (the
+    KV cache of exercise 8.5 is changed on purpose), modules and other objects are not tracked.
+    """
+    if depth > 4:
+        return _UNTRACKED
+    if isinstance(value, torch.Tensor):
+        if value.is_meta or value.layout != torch.strided:
+            return _UNTRACKED
+        return ("tensor", value.detach().clone(), value.shape, value.dtype)
+    if isinstance(value, np.ndarray):
+        return ("array", value.copy(), value.shape, value.dtype)
+    if isinstance(value, (list, tuple)):
+        if len(value) > 10_000:
+            return _UNTRACKED
+        return (type(value).__name__, len(value), [_snapshot(v, depth + 1) if isinstance(
+            v, (torch.Tensor, np.ndarray, list, tuple)) else ("value", v) for v in value])
+    return _UNTRACKED
+
+
+def _unchanged(value: Any, snap: Any) -> bool:
+    if snap is _UNTRACKED:
+        return True
+    kind = snap[0]
+    try:
+        if kind == "tensor":
+            _, copy, shape, dtype = snap
+            if not isinstance(value, torch.Tensor) or value.shape != shape or value.dtype != dtype:
+                return False
+            now = value.detach()
+            same = now == copy
+            if now.is_floating_point() or now.is_complex():
+                same = same | (torch.isnan(now) & torch.isnan(copy))
+            return bool(same.all())
+        if kind == "array":
+            _, copy, shape, dtype = snap
+            return (isinstance(value, np.ndarray) and value.shape == shape and value.dtype == dtype
+                    and bool(np.array_equal(value, copy, equal_nan=value.dtype.kind in "fc")))
+        if kind == "value":
+            v = snap[1]
+            return value is v or value == v or (isinstance(v, float) and v != v and value != value)
+        _, length, items = snap
+        return len(value) == length and all(_unchanged(v, s) for v, s in zip(value, items))
+    except Exception:  # noqa: BLE001 - an odd object: never blame the student for our comparison
+        return True
+
+
+def _argument_names(answer: Any, args: tuple, kwargs: dict) -> list[str]:
+    try:
+        bound = inspect.signature(answer).bind_partial(*args, **kwargs)
+        names = list(bound.arguments)
+    except (TypeError, ValueError):
+        names = []
+    return names + [f"argument {i + 1}" for i in range(len(names), len(args))] + list(kwargs)
+
+
 def _guard(answer: Any) -> Any:
     """The student's function, wrapped so that whatever it raises arrives as a StudentError.
 
     Each call runs through :func:`rules.observe` and its :class:`rules.Observation` is recorded
-    into every active :func:`rules.watch` block of the checker.
+    into every active :func:`rules.watch` block of the checker. A tensor, array or list argument
+    that the call changes in place ends the check with a hint: the caller's data would change
+    under it (the exercises hand out copies, so the checker's own data is safe either way).
     """
     if not callable(answer) or isinstance(answer, type):
         return answer
 
     @functools.wraps(answer)
     def call(*args: Any, **kwargs: Any) -> Any:
+        values = list(args) + list(kwargs.values())
+        snaps = [_snapshot(v) for v in values]
         try:
             result, observation = rules.observe(answer, *args, **kwargs)
             rules.record(observation)
-            return result
         except (_Verdict, StudentError):
             raise
         except Exception as exc:  # noqa: BLE001 - anything the student's code raises
             raise StudentError(exc) from exc
+        changed = [i for i, (v, snap) in enumerate(zip(values, snaps)) if not _unchanged(v, snap)]
+        if changed:
+            names = _argument_names(answer, args, kwargs)
+            name = names[changed[0]] if changed[0] < len(names) else f"argument {changed[0] + 1}"
+            hint(f"your function changed {name} in place, an input it was given: x -= m, x /= s, x[i] = v, x.exp_() or "
+                 "lst.append(v) write into the caller's data. Compute new values instead (x = x - m, "
+                 "a new list), and leave the inputs as they were.")
+        return result
 
     return call
 
@@ -186,6 +259,10 @@ def checker(exercise: str) -> Callable[[Callable[..., None]], Callable[..., Feed
         def check(*answers: Any) -> Feedback:
             if any(_untouched(a) for a in answers):
                 return Feedback(exercise, NOT_ATTEMPTED, "replace the `...` with your answer, then run this cell again.")
+            for a in answers:
+                if not callable(a):
+                    return Feedback(exercise, HINT, "pass your function itself to the check, without calling it "
+                                    f"(its name, no parentheses); you passed {describe(a)}.", SPECIFIC)
             try:
                 body(*(_guard(a) for a in answers))
             except _Verdict as verdict:
