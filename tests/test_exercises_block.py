@@ -82,7 +82,9 @@ def count(d, h, d_ff):
 )
 def test_block_params(wrong, expected):
     assert check.block_params(count).passed
-    assert check.block_params(lambda d, h, d_ff: block_parameters(d, d_ff)).passed  # the companion agrees
+    # the companion agrees (its values are right), but using it is not doing the exercise
+    assert "the values are right, but your code uses companion.block" in check.block_params(
+        lambda d, h, d_ff: block_parameters(d, d_ff)).message
     fb = check.block_params(wrong)
     assert fb.status == "hint" and expected in fb.message, fb
 

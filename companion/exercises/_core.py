@@ -240,7 +240,24 @@ def attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Bas
         return None, exc.error
 
 
-def checker(exercise: str) -> Callable[[Callable[..., None]], Callable[..., Feedback]]:
+def _companion_verdict(answers: tuple, seen: rules.Seen, companion_given: bool) -> _Verdict | None:
+    """A hint when the student's code uses the course's own implementation (any exercise).
+
+    Seen from the source (imports in the function) and, unless the checker hands the student
+    companion objects itself (``companion_given``: a GPT to run), from the modules called.
+    """
+    used: set[str] = set()
+    empty = rules.Seen()
+    for answer in answers:
+        used.update(uses_companion(empty if companion_given else seen, source_facts(answer)))
+    if not used:
+        return None
+    names = ", ".join(sorted(used)[:2])
+    return _Verdict(HINT, f"the values are right, but your code uses {names}, the course's own implementation: "
+                          "the exercise is to write it yourself, without the companion.", SPECIFIC)
+
+
+def checker(exercise: str, *, companion_given: bool = False) -> Callable[[Callable[..., None]], Callable[..., Feedback]]:
     """Turn a check body into a checker that always returns :class:`Feedback`.
 
     The body receives the student's answer (a function) and calls :func:`passed` or :func:`hint`.
@@ -264,7 +281,16 @@ def checker(exercise: str) -> Callable[[Callable[..., None]], Callable[..., Feed
                     return Feedback(exercise, HINT, "pass your function itself to the check, without calling it "
                                     f"(its name, no parentheses); you passed {describe(a)}.", SPECIFIC)
             try:
-                body(*(_guard(a) for a in answers))
+                with rules.watch() as seen:
+                    try:
+                        body(*(_guard(a) for a in answers))
+                    except _Verdict as verdict:
+                        if verdict.status != PASSED:
+                            raise
+                        final = verdict
+                    else:
+                        final = _Verdict(PASSED, "well done.")
+                raise _companion_verdict(answers, seen, companion_given) or final
             except _Verdict as verdict:
                 return Feedback(exercise, verdict.status, verdict.message, verdict.kind)
             except StudentError as raised:
@@ -276,7 +302,6 @@ def checker(exercise: str) -> Callable[[Callable[..., None]], Callable[..., Feed
                                 RAISED, _student_traceback(exc))
             except Exception as exc:  # noqa: BLE001 - the checker's own code failed: a bug of ours
                 return Feedback(exercise, INTERNAL, _internal_message(exc), "internal")
-            return Feedback(exercise, PASSED, "well done.")
 
         check.exercise = exercise  # type: ignore[attr-defined]
         return check

@@ -277,7 +277,7 @@ _TRAIN_MISTAKES = {
 _BY_PARAMETERS = ("no_zero", "targets_x", "clip_fixed")
 
 
-@checker("Exercise 7.5")
+@checker("Exercise 7.5", companion_given=True)
 def train_step(my_train_step) -> None:
     """``my_train_step(model, optimizer, x, y, max_norm) -> float``: one step of training.
 
@@ -385,7 +385,7 @@ def _names_forward(facts) -> bool:
         ("forward" in facts.attributes or "__call__" in facts.attributes) and not chains)
 
 
-@checker("Exercise 7.4")
+@checker("Exercise 7.4", companion_given=True)
 def gpt_forward(my_gpt_forward) -> None:
     """``my_gpt_forward(model, idx)``: logits (B, T, V) from the GPT's parts, equal to ``model(idx)[0]``.
 
