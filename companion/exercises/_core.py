@@ -500,7 +500,8 @@ def as_number(got: Any, call: str) -> float:
 
 def as_count(got: Any, call: str) -> int:
     """The student's answer as an exact whole number, or a hint (never truncates: 12.7 is not 12)."""
-    if isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_floating_point() and got.dtype != torch.bool:
+    if (isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_floating_point() and not got.is_complex()
+            and got.dtype != torch.bool):
         return int(got.item())
     if isinstance(got, (bool, np.bool_)):
         hint(f"{call} returned {got!r}, a bool; return the number of parameters, an int.")
@@ -510,7 +511,8 @@ def as_count(got: Any, call: str) -> int:
             isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_complex()):
         value = float(got)
         if math.isfinite(value) and value == int(value):
-            return int(value)
+            hint(f"{call} returned {value!r}, a float: a count of parameters is an int. Use // for integer "
+                 "division (d_model // n_heads), not /, which always gives a float.")
         hint(f"{call} returned {value!r}, which is not a whole number: a count of parameters is an "
              "integer. Use // for integer division, or check where a fraction comes from.")
     hint(f"{call} should return a whole number; it returned {describe(got)}.")

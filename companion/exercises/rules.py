@@ -344,6 +344,7 @@ class SourceFacts:
     attributes: frozenset = frozenset()     # every attribute name (`x.norm` -> "norm")
     chains: frozenset = frozenset()         # dotted chains of names (`np.linalg.norm`, `F.softmax`)
     dynamic_import: bool = False            # __import__/importlib with a name that is not a literal
+    loop_iters: frozenset = frozenset()     # the source text of what each loop iterates over
 
     def imports(self, module: str) -> bool:
         """True when the source imports ``module`` or anything inside it."""
@@ -379,9 +380,14 @@ def facts(source: Any) -> SourceFacts:
         tree = ast.parse(textwrap.dedent(source))
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return SourceFacts()
-    loops, modules, imported, names, attributes, chains = set(), set(), set(), set(), set(), set()
+    loops, modules, imported, names, attributes, chains, iters = set(), set(), set(), set(), set(), set(), set()
     dynamic = False
     for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            try:
+                iters.add(ast.unparse(node.iter)[:200])
+            except Exception:  # noqa: BLE001 - a fact we can do without
+                pass
         if isinstance(node, (ast.For, ast.AsyncFor)):
             loops.add("for")
         elif isinstance(node, ast.While):
@@ -418,4 +424,4 @@ def facts(source: Any) -> SourceFacts:
             elif target in {"eval", "exec", "compile"}:
                 dynamic = True  # code built at run time: the source does not say what it does
     return SourceFacts(True, frozenset(loops), frozenset(modules), frozenset(imported), frozenset(names),
-                       frozenset(attributes), frozenset(chains), dynamic)
+                       frozenset(attributes), frozenset(chains), dynamic, frozenset(iters))
