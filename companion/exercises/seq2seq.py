@@ -18,7 +18,7 @@ from collections import Counter
 
 import torch
 
-from ._core import checker, close, hint, passed
+from ._core import checker, close, describe, hint, passed
 
 __all__ = ["teacher_forcing", "masked_cross_attention", "char_ngram_precision_recall"]
 
@@ -237,7 +237,9 @@ def masked_cross_attention(my_cross_attention) -> None:
 # ------------------------------------------------------------------------------- Exercise 9.3
 def _prf(hyp, ref, n, *, variant=None):
     """Character n-gram precision and recall (chrF's statistics for one order) and classic mistakes."""
-    if variant != "whitespace":
+    if variant == "spaces only":
+        hyp, ref = hyp.replace(" ", ""), ref.replace(" ", "")
+    elif variant != "whitespace":
         hyp, ref = "".join(hyp.split()), "".join(ref.split())
     if variant == "lowercase":
         hyp, ref = hyp.lower(), ref.lower()
@@ -259,8 +261,9 @@ def _prf(hyp, ref, n, *, variant=None):
     nh, nr = sum(h.values()), sum(r.values())
     if variant == "string length":
         nh, nr = len(hyp), len(ref)
-    p = match / nh if nh else 0.0
-    rec = match / nr if nr else 0.0
+    empty = 1.0 if variant == "empty is 1" else 0.0
+    p = match / nh if nh else empty
+    rec = match / nr if nr else empty
     return (rec, p) if variant == "swapped" else (p, rec)
 
 
@@ -268,7 +271,15 @@ def _prf(hyp, ref, n, *, variant=None):
 def char_ngram_precision_recall(my_ngram_pr) -> None:
     """``my_ngram_pr(hypothesis, reference, n) -> (precision, recall)`` of character n-grams."""
     cases = [("siebenund neunzig", "siebenundneunzig", 3), ("aaaab", "aab", 2), ("neun und vierzig", "Neunundvierzig", 2),
-             ("abcabc", "abcab", 3), ("zwei", "zweiundzwanzig", 1), ("abababab", "ab ab", 2), ("xyz", "abc", 2)]
+             ("abcabc", "abcab", 3), ("zwei", "zweiundzwanzig", 1), ("abababab", "ab ab", 2), ("xyz", "abc", 2),
+             # tabs and new lines are whitespace too; a side with no n-gram has the rate 0
+             ("acht\tund\nachtzig", "achtund achtzig", 3), ("ab", "abcdef", 3), ("vier zig", "v i", 2),
+             ("", "", 1), ("drei\r\n", "drei", 4)]
+    rng = random.Random(93)
+    for n in (1, 2, 4):
+        hyp = "".join(rng.choice("ab c") for _ in range(rng.randrange(3, 15)))
+        ref = "".join(rng.choice("abc\t") for _ in range(rng.randrange(3, 15)))
+        cases.append((hyp, ref, n))
     for hyp, ref, n in cases:
         want = _prf(hyp, ref, n)
         got = my_ngram_pr(hyp, ref, n)
@@ -277,7 +288,7 @@ def char_ngram_precision_recall(my_ngram_pr) -> None:
                 raise ValueError
             got = (float(got[0]), float(got[1]))
         except Exception:
-            hint(f"return a pair of numbers `(precision, recall)` (got {got!r:.60}).")
+            hint(f"return a pair of numbers `(precision, recall)` (got {describe(got)}).")
         if any(math.isnan(x) for x in got):
             hint("your result holds NaN: when one side has no n-grams at all, its rate is 0.")
         if all(math.isclose(a, b, abs_tol=1e-9) for a, b in zip(got, want)):
@@ -290,6 +301,9 @@ def char_ngram_precision_recall(my_ngram_pr) -> None:
                      "times in the hypothesis is three n-grams."),
             ("unclipped", "clip the matches: an n-gram counts as matched at most as often as it occurs in the "
                           "reference, `min(count_hyp, count_ref)`, or repeating a right n-gram would raise precision."),
+            ("spaces only", "remove all whitespace, tabs and new lines too, not only spaces: "
+                            "`''.join(text.split())`."),
+            ("empty is 1", "when a side has no n-grams at all (a string shorter than n), its rate is 0, not 1."),
             ("whitespace", "remove the whitespace first (`''.join(text.split())`), as chrF does: spaces are not "
                            "characters of the words."),
             ("lowercase", "chrF is case-sensitive: 'N' and 'n' are different characters."),
