@@ -118,16 +118,20 @@ def test_guard_still_wraps_student_errors():
 
 
 def test_observation_json_round_trip():
-    obs = Observation(frozenset({"softmax", "matmul"}))
+    obs = Observation(frozenset({"softmax", "matmul"}), frozenset({"numpy", "math"}))
     data = obs.to_json()
-    assert data == {"torch_calls": ["matmul", "softmax"]}
+    assert data == {"torch_calls": ["matmul", "softmax"], "modules": ["math", "numpy"]}
     assert Observation.from_json(data) == obs
+    assert Observation.from_json({"torch_calls": ["x"]}) == Observation(frozenset({"x"}))
+    _, seen = observe(lambda x: x.exp(), X)
+    assert Observation.from_json(seen.to_json()) == seen
 
 
 @pytest.mark.parametrize("junk", [
     None, [], "softmax", {"torch_calls": "softmax"}, {"torch_calls": [1]}, {"torch_calls": [""]},
     {"torch_calls": ["a" * 201]}, {"torch_calls": ["a"], "extra": 1}, {"calls": []},
     {"torch_calls": ["a"] * 10_001}, {"torch_calls": [None]}, {"torch_calls": [["a"]]},
+    {"torch_calls": [], "modules": "numpy"}, {"torch_calls": [], "modules": [3]}, {"modules": []},
 ])
 def test_observation_from_json_rejects_junk(junk):
     with pytest.raises(ValueError):
@@ -203,3 +207,45 @@ def test_facts_never_raises(junk):
 
 def test_facts_of_a_syntax_error_says_not_parsed():
     assert not facts("def f(:\n").parsed and not facts(None).parsed
+
+
+def _numpy_helper(a, b):
+    import numpy
+    return float(numpy.dot(a, b))
+
+
+def test_modules_called_are_seen_through_helpers_and_aliases():
+    import math
+
+    from numpy import dot as d
+
+    import companion.positional as p
+
+    _, obs = observe(lambda a, b: _numpy_helper(a, b), [1, 2], [3, 4])
+    assert obs.used_module("numpy") and not obs.used_module("companion")
+    _, obs = observe(lambda a, b: int(d(a, b)), [1, 2], [3, 4])
+    assert obs.used_module("numpy")
+    _, obs = observe(lambda: math.sqrt(2.0))
+    assert obs.used_module("math") and not obs.used_module("numpy")
+    _, obs = observe(lambda: p.sinusoidal_encoding(4, 6))
+    assert obs.used_module("companion.positional") and obs.used_module("companion")
+    _, obs = observe(lambda: sum(x * y for x, y in zip([1, 2], [3, 4])))
+    assert not obs.used_module("numpy") and not obs.used_module("torch")
+    assert obs.modules <= {"builtins", __name__}
+    with watch() as seen:
+        _core._guard(lambda a, b: _numpy_helper(a, b))([1], [2])
+    assert seen.used_module("numpy") and seen.used_module("numpy._core")
+
+
+def test_the_profile_function_is_restored():
+    import sys
+    before = sys.getprofile()
+    with pytest.raises(ZeroDivisionError):
+        observe(lambda: 1 / 0)
+    assert sys.getprofile() is before
+
+
+def test_called_with_a_prefix():
+    with watch() as seen:
+        _core._guard(lambda x: torch.linalg.vector_norm(x) + torch.linalg.norm(x))(X)
+    assert seen.called("linalg.") == ["linalg.norm", "linalg.vector_norm"]

@@ -12,6 +12,10 @@ Two kinds of facts, shared by the notebook checkers and the grader:
   ``torch.linalg.vector_norm`` is ``"linalg.vector_norm"``. A call made *inside* a torch function
   is not seen (``F.cross_entropy`` is one call, not the log-softmax inside it); a call made by a
   torch module's Python code is (``nn.CrossEntropyLoss()(x, y)`` is seen as ``"cross_entropy"``).
+* **modules called**, seen while the student's function runs through :func:`sys.setprofile`: the
+  module of every Python function and built-in function it calls, directly or through a helper
+  (``np.dot`` is ``"numpy._core.multiarray"``, a companion function its companion module), so
+  that "no NumPy" or "without the companion" holds whatever name the function was imported under.
 * **source facts**, read from the student's source with :mod:`ast` (never executed): loops,
   imported modules (``import numpy as np``, ``from numpy import dot``, ``__import__("numpy")``,
   ``importlib.import_module("numpy")``), names and attribute chains used.
@@ -32,8 +36,10 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import sys
 import textwrap
 import threading
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -107,40 +113,62 @@ def canonical(func: Any) -> str:
     return _ALIASES.get(name, name)
 
 
+_MAX_NAMES = 10_000
+
+
+def _names(value: Any, what: str) -> frozenset:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValueError(f"{what} must be a collection of names, got {type(value).__name__}")
+    value = frozenset(value)
+    if not all(isinstance(c, str) for c in value):
+        raise ValueError(f"{what} must hold only str names")
+    return value
+
+
 @dataclass(frozen=True)
 class Observation:
     """What ONE call of the student's function did, as plain data.
 
     ``torch_calls``: the canonical names (:func:`canonical`) of the torch functions, tensor
     methods and operators called while it ran.
+    ``modules``: the modules of the Python functions and built-in functions called while it ran
+    (``"numpy._core.multiarray"`` for ``np.dot``, ``"companion.positional"``, ``"math"``), so that
+    a rule such as "no NumPy" or "without the companion" also sees a call made through a helper
+    function or a name imported in another cell. Use :meth:`used_module`.
     """
 
     torch_calls: frozenset = field(default_factory=frozenset)
+    modules: frozenset = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
-        calls = self.torch_calls
-        if isinstance(calls, (str, bytes)) or not isinstance(calls, Iterable):
-            raise ValueError(f"torch_calls must be a collection of names, got {type(calls).__name__}")
-        calls = frozenset(calls)
-        if not all(isinstance(c, str) for c in calls):
-            raise ValueError("torch_calls must hold only str names")
-        object.__setattr__(self, "torch_calls", calls)
+        object.__setattr__(self, "torch_calls", _names(self.torch_calls, "torch_calls"))
+        object.__setattr__(self, "modules", _names(self.modules, "modules"))
+
+    def used_module(self, module: str) -> bool:
+        """True when a function of ``module`` (or of a module inside it) was called."""
+        return any(m == module or m.startswith(module + ".") for m in self.modules)
 
     def to_json(self) -> dict:
-        """Plain data (str keys, a sorted list of str) for sending from the kernel to the grader."""
-        return {"torch_calls": sorted(self.torch_calls)}
+        """Plain data (str keys, sorted lists of str) for sending from the kernel to the grader."""
+        return {"torch_calls": sorted(self.torch_calls), "modules": sorted(self.modules)}
 
     @classmethod
     def from_json(cls, data: Any) -> "Observation":
-        """The inverse of :meth:`to_json`; anything else (wrong keys, types, sizes) is a ValueError."""
-        if not isinstance(data, dict) or set(data) != {"torch_calls"}:
-            raise ValueError("an observation is a dict with exactly the key 'torch_calls'")
-        calls = data["torch_calls"]
-        if not isinstance(calls, list) or len(calls) > 10_000:
-            raise ValueError("torch_calls must be a list of at most 10000 names")
-        if not all(type(c) is str and 0 < len(c) <= 200 for c in calls):
-            raise ValueError("torch_calls must hold non-empty str names of at most 200 characters")
-        return cls(frozenset(calls))
+        """The inverse of :meth:`to_json`; anything else (wrong keys, types, sizes) is a ValueError.
+
+        ``modules`` may be absent (an observation from before it existed).
+        """
+        if not isinstance(data, dict) or not {"torch_calls"} <= set(data) <= {"torch_calls", "modules"}:
+            raise ValueError("an observation is a dict with the key 'torch_calls' (and optionally 'modules')")
+        fields = {}
+        for key in ("torch_calls", "modules"):
+            names = data.get(key, [])
+            if not isinstance(names, list) or len(names) > _MAX_NAMES:
+                raise ValueError(f"{key} must be a list of at most {_MAX_NAMES} names")
+            if not all(type(c) is str and 0 < len(c) <= 200 for c in names):
+                raise ValueError(f"{key} must hold non-empty str names of at most 200 characters")
+            fields[key] = frozenset(names)
+        return cls(**fields)
 
 
 class _Recorder(TorchFunctionMode):
@@ -153,15 +181,50 @@ class _Recorder(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def _module_of_builtin(fn: Any) -> str | None:
+    module = getattr(fn, "__module__", None)
+    if isinstance(module, str):
+        return module
+    owner = getattr(fn, "__self__", None)
+    if owner is None:
+        return None
+    if isinstance(owner, types.ModuleType):
+        return owner.__name__
+    module = getattr(type(owner), "__module__", None)
+    return module if isinstance(module, str) else None
+
+
 def observe(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Observation]:
-    """Call ``fn(*args, **kwargs)`` while recording its torch calls: ``(result, Observation)``.
+    """Call ``fn(*args, **kwargs)`` while recording its torch calls and the modules of the
+    functions it calls: ``(result, Observation)``.
 
     Whatever ``fn`` raises is re-raised (the observation is lost then).
     """
     recorder = _Recorder()
+    modules: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            name = frame.f_globals.get("__name__")
+            if isinstance(name, str):
+                modules.add(name)
+        elif event == "c_call" and arg is not sys.setprofile:
+            name = _module_of_builtin(arg)
+            if name:
+                modules.add(name)
+
+    previous = sys.getprofile()
     with recorder:
-        result = fn(*args, **kwargs)
-    return result, Observation(frozenset(recorder.calls))
+        sys.setprofile(profile)
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            sys.setprofile(previous)
+    modules.discard(__name__)
+    modules.discard("torch.overrides")
+    if len(modules) > _MAX_NAMES:
+        modules = set(sorted(modules)[:_MAX_NAMES])
+    return result, Observation(frozenset(recorder.calls), frozenset(m for m in modules if 0 < len(m) <= 200))
 
 
 class Seen:
@@ -172,16 +235,26 @@ class Seen:
 
     @property
     def torch_calls(self) -> frozenset:
-        """The union of the canonical names of every recorded call."""
-        out: set[str] = set()
-        for obs in self.observations:
-            out |= obs.torch_calls
-        return frozenset(out)
+        """The union of the canonical names of every recorded torch call."""
+        return frozenset().union(*(obs.torch_calls for obs in self.observations))
+
+    @property
+    def modules(self) -> frozenset:
+        """The union of the modules of every recorded function call."""
+        return frozenset().union(*(obs.modules for obs in self.observations))
 
     def called(self, *names: str) -> list[str]:
-        """The given canonical names that were called, sorted (empty: none of them was)."""
+        """The given canonical names that were called, sorted (empty: none of them was).
+
+        A name ending in ``.`` is a prefix: ``called("linalg.")`` is every ``torch.linalg`` call.
+        """
         calls = self.torch_calls
-        return sorted(n for n in set(names) if n in calls)
+        found = {c for c in calls for n in names if c == n or (n.endswith(".") and c.startswith(n))}
+        return sorted(found)
+
+    def used_module(self, module: str) -> bool:
+        """True when a function of ``module`` (or of a module inside it) was called."""
+        return any(m == module or m.startswith(module + ".") for m in self.modules)
 
     def __bool__(self) -> bool:
         return True
@@ -271,6 +344,7 @@ class SourceFacts:
     attributes: frozenset = frozenset()     # every attribute name (`x.norm` -> "norm")
     chains: frozenset = frozenset()         # dotted chains of names (`np.linalg.norm`, `F.softmax`)
     dynamic_import: bool = False            # __import__/importlib with a name that is not a literal
+    loop_iters: frozenset = frozenset()     # the source text of what each loop iterates over
 
     def imports(self, module: str) -> bool:
         """True when the source imports ``module`` or anything inside it."""
@@ -306,9 +380,14 @@ def facts(source: Any) -> SourceFacts:
         tree = ast.parse(textwrap.dedent(source))
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return SourceFacts()
-    loops, modules, imported, names, attributes, chains = set(), set(), set(), set(), set(), set()
+    loops, modules, imported, names, attributes, chains, iters = set(), set(), set(), set(), set(), set(), set()
     dynamic = False
     for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            try:
+                iters.add(ast.unparse(node.iter)[:200])
+            except Exception:  # noqa: BLE001 - a fact we can do without
+                pass
         if isinstance(node, (ast.For, ast.AsyncFor)):
             loops.add("for")
         elif isinstance(node, ast.While):
@@ -345,4 +424,4 @@ def facts(source: Any) -> SourceFacts:
             elif target in {"eval", "exec", "compile"}:
                 dynamic = True  # code built at run time: the source does not say what it does
     return SourceFacts(True, frozenset(loops), frozenset(modules), frozenset(imported), frozenset(names),
-                       frozenset(attributes), frozenset(chains), dynamic)
+                       frozenset(attributes), frozenset(chains), dynamic, frozenset(iters))
