@@ -223,6 +223,9 @@ def _changes(a: Any, before: Any) -> tuple[str, Any] | None:
             "state": a.state_dict(),
             "grads": {name: p.grad for name, p in a.named_parameters() if p.grad is not None},
             "training": [[name, m.training] for name, m in a.named_modules()],
+            # plain attributes (a checker's call counter on the model, say), as data
+            "attributes": {k: v for k, v in vars(a).items() if type(v) in (int, float, bool, str)
+                           and k != "training" and not k.startswith("__")},
         }
     if callable(getattr(a, "state_dict", None)) and callable(getattr(a, "load_state_dict", None)):
         return "state", a.state_dict()

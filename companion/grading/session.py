@@ -526,14 +526,22 @@ class StudentKernel:
         The grader's own work here (sending, reading, copying back) is hidden from the rule
         recorder of the checker's ``observe``: what the student's code did is what the kernel
         observed, and it is recorded from the reply (:func:`companion.exercises.rules.record`)."""
-        import torch
-
-        from companion.exercises import rules
-
         info = object.__getattribute__(obj, "_remote_info")
         if info.get("generation") != self.generation:
             raise KernelDied("the kernel was restarted after this object was made")
         args, kwargs = payload.pop("args", ()), payload.pop("kwargs", {})
+        profiler = sys.getprofile()  # the rules' module recorder must not see the grader's own work
+        sys.setprofile(None)
+        try:
+            return self._remote_quietly(op, obj, args, kwargs, payload)
+        finally:
+            sys.setprofile(profiler)
+
+    def _remote_quietly(self, op: str, obj: wire.Remote, args: tuple, kwargs: dict, payload: dict) -> Any:
+        import torch
+
+        from companion.exercises import rules
+
         with torch._C.DisableTorchFunction():
             reply = self._request(op, target=obj, args=args, kwargs=kwargs, **payload)
             observation = reply.get("observation")
@@ -717,6 +725,11 @@ def apply_sync(sync: list, args: tuple, kwargs: dict) -> None:
                 for name, m in target.named_modules():
                     if name in modes:
                         m.training = bool(modes[name])
+                # only attributes the grader's module already has, with a value of the same type
+                for name, value in (payload.get("attributes") or {}).items():
+                    if (isinstance(name, str) and name in vars(target) and type(vars(target)[name]) is type(value)
+                            and type(value) in (int, float, bool, str)):
+                        setattr(target, name, value)
             elif kind == "state":
                 target.load_state_dict(payload)
             elif kind == "list" and isinstance(target, list):

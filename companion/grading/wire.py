@@ -199,10 +199,20 @@ class Remote:
         return f"<{info.get('type', 'object')} object in the student's kernel>"
 
     def _remote(self, op: str, **payload: Any) -> Any:
-        session = self._remote_session
-        if session is None or "id" not in self._remote_info:
-            raise TypeError(f"a {self._remote_info.get('type', 'object')} object ({self._remote_info.get('why', 'not plain data')}) cannot be used by the grader")
-        return session.remote(self, op, **payload)
+        # The checker may be watching the student's function (rules.observe): the grader's own
+        # work from here on is not the student's, so neither the torch-function recorder nor the
+        # module profiler sees it; what the student's code did comes back from the kernel.
+        profiler = sys.getprofile()
+        sys.setprofile(None)
+        try:
+            with torch._C.DisableTorchFunction():
+                session = self._remote_session
+                if session is None or "id" not in self._remote_info:
+                    raise TypeError(f"a {self._remote_info.get('type', 'object')} object "
+                                    f"({self._remote_info.get('why', 'not plain data')}) cannot be used by the grader")
+                return session.remote(self, op, **payload)
+        finally:
+            sys.setprofile(profiler)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self._remote_info.get("callable"):
@@ -232,6 +242,18 @@ class Remote:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("objects of the student's kernel cannot be changed by the grader")
 
+
+def _outside_the_rules(fn: Any) -> Any:
+    """``fn`` with globals named ``grader-proxy``: the rules' module profiler notes the module of
+    each Python function the student's code calls, and a placeholder's entry points (reached
+    before :meth:`Remote._remote` can pause the profiler) must not read as ``companion.grading``."""
+    return types.FunctionType(fn.__code__, {**fn.__globals__, "__name__": "grader-proxy"}, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
+
+
+for _name in ("__call__", "__getattr__", "__iter__", "__len__", "__getitem__", "_remote"):
+    setattr(Remote, _name, _outside_the_rules(Remote.__dict__[_name]))
+del _name
 
 _REMOTE_CLASSES: dict[str, type] = {}
 
