@@ -52,6 +52,13 @@ def my_softmax(x):
 }
 
 
+CALLS_THE_MODEL = """
+def my_gpt_forward(model, idx):
+    logits = model(idx)
+    return logits[0] if isinstance(logits, tuple) else logits
+"""
+
+
 def _notebook_verdict(cells: list[str]):
     """What the check cell says in a notebook: the checker called on the function defined here."""
     namespace: dict = {"__name__": "notebook"}
@@ -70,9 +77,18 @@ def graded(tmp_path_factory):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             nbformat.write(nb, folder / f"{name}.ipynb")
+    # 7.4: the checker hands the student a model whose class counts its forward calls; the model
+    # is rebuilt in the kernel from data, and the count comes back as data.
+    nb = new_notebook(cells=[new_code_cell(CALLS_THE_MODEL)])
+    nb.metadata["course"] = {"chapter": 7}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nbformat.write(nb, folder / "calls_the_model.ipynb")
     entries = grade([str(folder)], Options(out=folder.parent / "gb.csv", jobs=2, progress=False,
                                            limits=Limits(notebook=120, cell=60, call=20, exercise=60)))
-    return {Path(e["submission"]).stem: e["exercises"][0] for e in entries}
+    out = {Path(e["submission"]).stem: e["exercises"][0] for e in entries}
+    out["calls_the_model"] = next(e for e in entries if "calls_the_model" in e["submission"])["exercises"][3]
+    return out
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -92,3 +108,14 @@ def test_the_library_or_the_companion_is_flagged_in_grading(graded, case):
 
 def test_a_softmax_by_hand_passes(graded):
     assert graded["by_hand"]["status"] == "passed"
+
+
+def test_calling_the_model_itself_is_seen_in_grading_as_in_the_notebook(graded):
+    from companion.exercises import lm
+
+    namespace: dict = {}
+    exec(CALLS_THE_MODEL, namespace)
+    verdict = lm.gpt_forward(namespace["my_gpt_forward"])
+    got = graded["calls_the_model"]
+    assert not verdict.passed and "you called the model itself" in verdict.message
+    assert got["status"] == "not yet" and got["message"] == verdict.message, got

@@ -28,7 +28,6 @@ appear to return or do, which is no more than a wrong answer.
 """
 from __future__ import annotations
 
-import builtins
 import errno
 import inspect
 import itertools
@@ -296,4 +295,3 @@ def describe(exc: BaseException) -> dict:
     }
 
 
-del builtins

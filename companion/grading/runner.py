@@ -6,6 +6,7 @@ grader's own checkers, in this process, against proxies of the functions the stu
 """
 from __future__ import annotations
 
+import os
 import random
 import re
 import time
@@ -190,7 +191,14 @@ def work(conn, path: str, chapter: dict, limits: Limits, sandbox: Sandbox, slot:
     """A worker process: grade one notebook and send the plain-data result to the parent.
 
     It lives here, in an importable module, so that the fork server finds it whatever the
-    grader's ``__main__`` is (``python -m companion.grade``, a script, a notebook)."""
+    grader's ``__main__`` is (``python -m companion.grade``, a script, a notebook). It holds no
+    secret of the instructor's: its environment is emptied first (but for what a kernel is given,
+    :data:`~companion.grading.session.PASSED_ON`, and ``PATH``)."""
+    from companion.grading.session import PASSED_ON
+
+    keep = {k: os.environ[k] for k in (*PASSED_ON, "PATH") if k in os.environ}
+    os.environ.clear()
+    os.environ.update(keep)
     torch.set_num_threads(1)
     chapter = dict(chapter)
     exercises = [registry.Exercise(**e) for e in chapter.pop("exercises")]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import resource
 import shutil
 import signal
 import subprocess
