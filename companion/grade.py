@@ -3,13 +3,20 @@
     python -m companion.grade submissions/ --out gradebook.csv
     python -m companion.grade alice.ipynb bob.ipynb --points points.toml --feedback-dir feedback/
 
-Each notebook runs in a fresh, sandboxed kernel (time limits, no network); then the grader's own
-checkers, in the grader's own process, call the functions the student defined. What the notebook
-printed, and anything it redefined (``check``, the checkers, the companion, torch), decides
-nothing. Writes a CSV gradebook (one row per submission, one column of points per exercise, the
-total) and a JSON file with every result and hint (``--feedback``; by default the CSV's name with
-``.json``). Files that are not notebooks, corrupted notebooks and notebooks of no known chapter
-are reported and listed in the gradebook with the reason; they never stop the others.
+Each notebook runs in a fresh kernel in a bubblewrap sandbox of its own (its own notebook copy,
+the course and Python read-only, private /tmp and /dev/shm, no network or host sockets, no other
+process visible, a cleared environment, time, process and memory limits; as root, a user of its
+own); without bubblewrap the grader says so, and what is then not guaranteed. Then the grader's
+own checkers, in the grader's own process, call the functions the student defined, through a
+wire that carries data only. What the notebook printed, and anything it redefined (``check``,
+the checkers, the companion, torch), decides nothing. Writes a CSV gradebook (one row per
+submission, one column of points per exercise, the total), a JSON file with every result and hint
+(``--feedback``; by default the CSV's name with ``.json``) and a log per submission
+(``--log-dir``); on request, a Markdown feedback file per submission (``--feedback-dir``), a CSV
+keyed by student (``--students-csv``) and Gradescope's ``results.json`` (``--gradescope``;
+``--gradescope-bundle`` writes an autograder bundle that runs this command). Files that are not
+notebooks, corrupted notebooks and notebooks of no known chapter are reported and listed in the
+gradebook with the reason; they never stop the others.
 
 Points per exercise are 1 unless a points file (TOML or JSON) says otherwise::
 

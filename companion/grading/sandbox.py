@@ -141,13 +141,13 @@ class Sandbox:
         """This sandbox with ``slots`` users reserved for this run alone (as root).
 
         Two grading runs on one machine must never share a user. Each user is held through an
-        exclusive lock on ``/run/lock/course-grade-uid-<uid>.lock`` (else ``/tmp``) until this
-        process ends (or :func:`release`)."""
+        exclusive lock on ``/tmp/course-grade-uid-<uid>.lock`` (where earlier versions of the
+        grader take it too) until this process ends (or :func:`release`)."""
         if not self.root:
             return self
         import fcntl
 
-        folder = "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
+        folder = "/tmp"
         uids: list[int] = []
         for uid in range(UID_BASE, UID_BASE + UID_COUNT):
             if len(uids) == slots:
