@@ -1,14 +1,16 @@
 """How long does grading a class take? Grades N varied submissions of one chapter.
 
-    .venv/bin/python benchmarks/bench_grading.py                     # 30 notebooks of chapter 2, 2 jobs
+    .venv/bin/python benchmarks/bench_grading.py                     # 20 notebooks of chapter 2, 2 jobs
     .venv/bin/python benchmarks/bench_grading.py --chapter 6 --n 10  # a heavier chapter
     .venv/bin/python benchmarks/bench_grading.py --jobs 4 --json bench.json
 
 The submissions are made from the book's notebook of the chapter: for each exercise, at random
 (seeded), the book's answer, the untouched stub, a wrong answer (returns 0) or one that raises;
 one in five also has its check cells deleted. They are graded with ``companion.grade.grade``
-exactly as ``python -m companion.grade`` does (sandboxed kernels, default limits), and the script
-prints the wall-clock time of the whole run and a per-notebook breakdown:
+exactly as ``python -m companion.grade`` does (default limits), twice in the same run: in the
+bubblewrap sandbox and without it (``--no-sandbox``; ``--only-sandbox`` skips that), so that the
+sandbox's cost is measured under the same load. For each, the script prints the wall-clock time
+of the whole run and a per-notebook breakdown:
 
 * ``kernel start``: starting the sandboxed kernel;
 * ``notebook``: running the student's cells;
@@ -69,21 +71,14 @@ def submissions(chapter: registry.Chapter, n: int, folder: Path, seed: int = 0) 
     return paths
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--chapter", type=int, default=2, help="the chapter (default: 2)")
-    parser.add_argument("--n", type=int, default=30, help="number of submissions (default: 30)")
-    parser.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (default: 2)")
-    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
-    args = parser.parse_args(argv)
-    chapters = registry.load()
-    chapter = chapters[args.chapter]
+def run(chapter: registry.Chapter, chapters: dict, n: int, jobs: int, sandbox: bool) -> dict:
+    """Grade ``n`` submissions; the figures of the run."""
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
         folder = Path(tmp) / "submissions"
         folder.mkdir()
-        submissions(chapter, args.n, folder)
-        options = Options(out=Path(tmp) / "gradebook.csv", jobs=args.jobs, progress=True)
+        submissions(chapter, n, folder)
+        options = Options(out=Path(tmp) / "gradebook.csv", jobs=jobs, progress=True, sandbox=sandbox)
         start = time.perf_counter()
         entries = grade([str(folder)], options, chapters)
         wall = time.perf_counter() - start
@@ -93,28 +88,53 @@ def main(argv: list[str] | None = None) -> int:
              "notebook": e["seconds_notebook"], "checks": e["seconds_checks"],
              "overhead": round(e["seconds"] - e["seconds_start"] - e["seconds_notebook"] - e["seconds_checks"], 2),
              "total": e["total"], "out_of": e["out_of"]} for e in graded]
-    print(f"\nchapter {chapter.chapter} ({chapter.title}): {len(graded)} of {len(entries)} notebooks graded, "
-          f"{args.jobs} at a time, on {os.cpu_count()} CPUs")
-    print(f"wall clock: {wall:.1f} s ({wall / max(len(entries), 1):.2f} s per notebook)")
-    print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} "
+    return {"sandbox": sandbox, "wall_seconds": round(wall, 2), "per_notebook": round(wall / max(len(entries), 1), 2),
+            "graded": len(graded), "n": len(entries), "load_before": load_before, "load_after": load_after,
+            "problems": [f"{e['submission']}: {e['problem']}" for e in entries if e["problem"]], "notebooks": rows,
+            "points": {r["submission"]: r["total"] for r in rows}}
+
+
+def report(chapter: registry.Chapter, jobs: int, r: dict) -> None:
+    label = "in the bubblewrap sandbox" if r["sandbox"] else "without the sandbox (--no-sandbox)"
+    print(f"\nchapter {chapter.chapter} ({chapter.title}), {label}: {r['graded']} of {r['n']} notebooks graded, "
+          f"{jobs} at a time, on {os.cpu_count()} CPUs")
+    print(f"wall clock: {r['wall_seconds']:.1f} s ({r['per_notebook']:.2f} s per notebook)")
+    print(f"load average before {r['load_before'][0]:.1f}, after {r['load_after'][0]:.1f} "
           f"(an idle machine reads about 0; each unit of load slows the figures)")
-    print("\nper notebook (seconds)   median    mean     max")
+    print("per notebook (seconds)   median    mean     max")
     for key in ("seconds", "kernel start", "notebook", "checks", "overhead"):
-        values = [r[key] for r in rows]
+        values = [row[key] for row in r["notebooks"]]
         if values:
-            label = {"seconds": "total in its worker"}.get(key, key)
-            print(f"  {label:<22}{statistics.median(values):8.2f}{statistics.mean(values):8.2f}{max(values):8.2f}")
-    print("\n" + "\n".join(f"  {r['submission']}: {r['seconds']:.1f} s (kernel start {r['kernel start']:.1f}, notebook "
-                           f"{r['notebook']:.1f}, checks {r['checks']:.2f}, overhead {r['overhead']:.1f}), "
-                           f"{r['total']:g}/{r['out_of']:g} points" for r in rows))
-    problems = [e for e in entries if e["problem"]]
-    for e in problems:
-        print(f"  PROBLEM {e['submission']}: {e['problem']}")
+            name = {"seconds": "total in its worker"}.get(key, key)
+            print(f"  {name:<22}{statistics.median(values):8.2f}{statistics.mean(values):8.2f}{max(values):8.2f}")
+    for problem in r["problems"]:
+        print(f"  PROBLEM {problem}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chapter", type=int, default=2, help="the chapter (default: 2)")
+    parser.add_argument("--n", type=int, default=20, help="number of submissions (default: 20)")
+    parser.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (default: 2)")
+    parser.add_argument("--only-sandbox", action="store_true", help="do not also grade without the sandbox")
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    chapters = registry.load()
+    chapter = chapters[args.chapter]
+    results = [run(chapter, chapters, args.n, args.jobs, sandbox=True)]
+    if not args.only_sandbox:
+        results.append(run(chapter, chapters, args.n, args.jobs, sandbox=False))
+    for r in results:
+        report(chapter, args.jobs, r)
+    if len(results) == 2:
+        with_, without = results
+        print(f"\nthe sandbox costs {with_['per_notebook'] - without['per_notebook']:+.2f} s per notebook "
+              f"({with_['per_notebook']:.2f} against {without['per_notebook']:.2f}); same points: "
+              f"{with_['points'] == without['points']}")
     if args.json:
-        args.json.write_text(json.dumps({"chapter": chapter.chapter, "n": len(entries), "jobs": args.jobs, "cpus": os.cpu_count(),
-                                         "wall_seconds": round(wall, 2), "load_before": load_before, "load_after": load_after,
-                                         "notebooks": rows}, indent=1) + "\n")
-    return 1 if problems else 0
+        args.json.write_text(json.dumps({"chapter": chapter.chapter, "jobs": args.jobs, "cpus": os.cpu_count(),
+                                         "runs": results}, indent=1) + "\n")
+    return 1 if any(r["problems"] for r in results) else 0
 
 
 if __name__ == "__main__":

@@ -3,13 +3,20 @@
     python -m companion.grade submissions/ --out gradebook.csv
     python -m companion.grade alice.ipynb bob.ipynb --points points.toml --feedback-dir feedback/
 
-Each notebook runs in a fresh, sandboxed kernel (time limits, no network); then the grader's own
-checkers, in the grader's own process, call the functions the student defined. What the notebook
-printed, and anything it redefined (``check``, the checkers, the companion, torch), decides
-nothing. Writes a CSV gradebook (one row per submission, one column of points per exercise, the
-total) and a JSON file with every result and hint (``--feedback``; by default the CSV's name with
-``.json``). Files that are not notebooks, corrupted notebooks and notebooks of no known chapter
-are reported and listed in the gradebook with the reason; they never stop the others.
+Each notebook runs in a fresh kernel in a bubblewrap sandbox of its own (its own notebook copy,
+the course and Python read-only, private /tmp and /dev/shm, no network or host sockets, no other
+process visible, a cleared environment, time, process and memory limits; as root, a user of its
+own); without bubblewrap the grader says so, and what is then not guaranteed. Then the grader's
+own checkers, in the grader's own process, call the functions the student defined, through a
+wire that carries data only. What the notebook printed, and anything it redefined (``check``,
+the checkers, the companion, torch), decides nothing. Writes a CSV gradebook (one row per
+submission, one column of points per exercise, the total), a JSON file with every result and hint
+(``--feedback``; by default the CSV's name with ``.json``) and a log per submission
+(``--log-dir``); on request, a Markdown feedback file per submission (``--feedback-dir``), a CSV
+keyed by student (``--students-csv``) and Gradescope's ``results.json`` (``--gradescope``;
+``--gradescope-bundle`` writes an autograder bundle that runs this command). Files that are not
+notebooks, corrupted notebooks and notebooks of no known chapter are reported and listed in the
+gradebook with the reason; they never stop the others.
 
 Points per exercise are 1 unless a points file (TOML or JSON) says otherwise::
 
@@ -26,6 +33,7 @@ import argparse
 import contextlib
 import csv
 import json
+import math
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -33,7 +41,6 @@ import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -49,35 +56,43 @@ class Submission:
 
     path: Path
     name: str  # as shown in the gradebook
+    student: str = ""  # the first folder below the submissions folder, else the file's name
     chapter: registry.Chapter | None = None
     identified_by: str = ""
     problem: str | None = None  # why it cannot be graded (not a notebook, corrupted, ...)
     result: dict | None = None
     seconds: float = 0.0
+    warning: str | None = None  # graded, but the instructor should know (a wrong chapter stamp)
 
 
 # ---------------------------------------------------------------------------- collecting
-def collect(paths: list[str]) -> list[tuple[Path, str, str | None]]:
-    """``(path, name, problem)`` for every file named or found (recursively) in a folder named."""
-    found: list[tuple[Path, str, str | None]] = []
+def collect(paths: list[str]) -> list[tuple[Path, str, str | None, str]]:
+    """``(path, name, problem, student)`` for every file named or found (recursively) in a folder
+    named. Links are not followed (a link in a submissions folder is reported, not read)."""
+    found: list[tuple[Path, str, str | None, str]] = []
     for arg in paths:
         path = Path(arg)
-        if path.is_dir():
+        if path.is_dir() and not path.is_symlink():
             for file in sorted(path.rglob("*")):
                 parts = file.relative_to(path).parts
-                if file.is_file() and not any(p.startswith(".") for p in parts) and "__MACOSX" not in parts:
-                    found.append((file, str(Path(arg) / file.relative_to(path)), None))
+                if any(p.startswith(".") for p in parts) or "__MACOSX" in parts:
+                    continue
+                student = parts[0] if len(parts) > 1 else Path(parts[0]).stem
+                if file.is_symlink():
+                    found.append((file, str(Path(arg) / file.relative_to(path)), "a link, not a file (not followed)", student))
+                elif file.is_file():
+                    found.append((file, str(Path(arg) / file.relative_to(path)), None, student))
         elif path.is_file():
-            found.append((path, arg, None))
+            found.append((path, arg, None, path.stem))
         else:
-            found.append((path, arg, "no such file or folder"))
+            found.append((path, arg, "no such file or folder", path.stem))
     seen: set[Path] = set()
     unique = []
-    for path, name, problem in found:
-        key = path.resolve()
+    for path, name, problem, student in found:
+        key = path.resolve() if problem is None else path.absolute()
         if key not in seen:
             seen.add(key)
-            unique.append((path, name, problem))
+            unique.append((path, name, problem, student))
     return unique
 
 
@@ -124,6 +139,13 @@ def inspect(path: Path, name: str, chapters: dict[int, registry.Chapter], chapte
         sub.chapter, sub.identified_by = registry.identify(nb, path.name, chapters)
     except registry.UnknownChapter as exc:
         sub.problem = str(exc)
+        return sub
+    if sub.identified_by == "metadata":  # a stamp can be copied from another chapter: the content wins
+        content = registry.identify_by_content(nb, chapters)
+        if content is not None and content is not sub.chapter:
+            sub.warning = (f"the notebook is stamped as chapter {sub.chapter.chapter} but its content is chapter "
+                           f"{content.chapter} ({content.title}): graded as chapter {content.chapter}")
+            sub.chapter, sub.identified_by = content, "content (the stamp disagreed)"
     return sub
 
 
@@ -153,8 +175,8 @@ def load_points(path: Path | None, chapters: dict[int, registry.Chapter]) -> dic
         raise PointsError(f"the points file {path} may hold `default = N` and a [points] table only (found {sorted(data)})")
 
     def number(value: Any, where: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != value:
-            raise PointsError(f"{where} in {path} must be a number >= 0, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise PointsError(f"{where} in {path} must be a finite number >= 0, got {value!r}")
         return float(value)
 
     default = number(data.get("default", 1), "default")
@@ -172,22 +194,6 @@ def load_points(path: Path | None, chapters: dict[int, registry.Chapter]) -> dic
 
 
 # -------------------------------------------------------------------------------- workers
-def _work(conn, path: str, chapter: dict, limits: Limits, sandbox: Sandbox, slot: int) -> None:
-    """A worker process: grade one notebook and send the plain-data result to the parent."""
-    import torch
-
-    from companion.grading.runner import grade_notebook
-
-    torch.set_num_threads(1)
-    exercises = [registry.Exercise(**e) for e in chapter.pop("exercises")]
-    try:
-        result: dict = {"ok": True, **grade_notebook(path, registry.Chapter(**chapter, exercises=exercises), limits, sandbox, slot)}
-    except BaseException as exc:  # the kernel did not start, the disk is full, ...
-        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    conn.send(result)
-    conn.close()
-
-
 def _context(chapters: dict[int, registry.Chapter]):
     ctx = multiprocessing.get_context("forkserver")
     # Imported once by the fork server, before any notebook runs; each submission then gets a
@@ -216,7 +222,9 @@ def _without_main_module():
 
 def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int, progress: Any = None) -> None:
     """Grade every submission that has a chapter, ``jobs`` at a time, each in its own process."""
-    import companion.grading.runner  # noqa: F401  (fail here, not in every worker, if it cannot import)
+    # The worker is a function of an importable module (never of __main__, which the fork server
+    # does not have under `python -m companion.grade`); importing it here fails once, not per worker.
+    from companion.grading import runner
 
     todo = [s for s in subs if s.problem is None and s.chapter is not None]
     if not todo:
@@ -229,7 +237,7 @@ def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int,
         while queue and free:
             sub, slot = queue.pop(0), free.pop(0)
             receive, send = ctx.Pipe(duplex=False)
-            process = ctx.Process(target=_work, args=(send, str(sub.path), asdict(sub.chapter), limits, sandbox, slot), daemon=True)
+            process = ctx.Process(target=runner.work, args=(send, str(sub.path), asdict(sub.chapter), limits, sandbox, slot), daemon=True)
             with _without_main_module():
                 process.start()
             send.close()
@@ -238,7 +246,7 @@ def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int,
         now = time.monotonic()
         for receive in list(running):
             sub, process, slot, started = running[receive]
-            hard_limit = limits.notebook * (limits.restarts + 2) + limits.exercise * len(sub.chapter.exercises) + 120  # type: ignore[union-attr]
+            hard_limit = hard_cap(limits, len(sub.chapter.exercises))  # type: ignore[union-attr]
             result = None
             if receive in ready:
                 try:
@@ -269,6 +277,12 @@ def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int,
                 progress.update(1)
 
 
+def hard_cap(limits: Limits, exercises: int) -> float:
+    """Seconds after which a submission's worker is killed, whatever it is doing: the notebook's
+    budget (its first run and every replay), each exercise's, and a minute per kernel start."""
+    return limits.notebook + limits.exercise * exercises + 60 * (limits.restarts + 1) + 30
+
+
 def _say(message: str, progress: Any = None) -> None:
     if progress is not None:
         progress.write(message, file=sys.stderr)
@@ -281,9 +295,9 @@ def records(subs: list[Submission], points: dict[str, float]) -> list[dict]:
     """Every submission's results, points included, as plain data (the JSON file's entries)."""
     out = []
     for sub in subs:
-        entry: dict[str, Any] = {"submission": sub.name, "chapter": None, "title": None, "identified_by": None,
-                                 "problem": sub.problem, "total": None, "out_of": None, "exercises": [], "notes": [],
-                                 "seconds": sub.seconds}
+        entry: dict[str, Any] = {"submission": sub.name, "student": sub.student, "chapter": None, "title": None, "identified_by": None,
+                                 "problem": sub.problem, "warning": sub.warning, "total": None, "out_of": None,
+                                 "exercises": [], "notes": [], "seconds": sub.seconds}
         if sub.chapter is not None:
             entry.update(chapter=sub.chapter.chapter, title=sub.chapter.title, identified_by=sub.identified_by)
         if sub.result is not None and sub.problem is None:
@@ -296,7 +310,7 @@ def records(subs: list[Submission], points: dict[str, float]) -> list[dict]:
             entry.update(total=total, out_of=out_of, exercises=sub.result["exercises"], notes=sub.result["notes"],
                          seconds_start=sub.result["seconds_start"], seconds_notebook=sub.result["seconds_notebook"],
                          seconds_checks=sub.result["seconds_checks"],
-                         kernel_restarts=sub.result["restarts"])
+                         kernel_restarts=sub.result["restarts"], kernel_log=sub.result.get("kernel_log", ""))
         out.append(entry)
     return out
 
@@ -307,18 +321,68 @@ def _number(x: float | None) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+def cell(text: Any) -> str:
+    """A CSV cell that a spreadsheet will not read as a formula (a leading = + - @, tab or return
+    gets a ``'`` in front)."""
+    text = "" if text is None else str(text)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+#: Per-submission data that differs between two runs (times): kept out of the gradebook files,
+#: written to the per-submission logs.
+TIMINGS = ("seconds", "seconds_start", "seconds_notebook", "seconds_checks", "kernel_log")
+
+
 def write_csv(path: Path, entries: list[dict], chapters: dict[int, registry.Chapter]) -> None:
     """One row per submission; one column of points per exercise of the chapters present."""
     present = sorted({e["chapter"] for e in entries if e["chapter"] is not None})
     columns = [ex.number for c in present for ex in chapters[c].exercises]
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with _create(path, newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["submission", "chapter", *columns, "total", "out_of", "problem"])
+        writer.writerow(["submission", "student", "chapter", *columns, "total", "out_of", "problem", "warning"])
         for e in entries:
             earned = {ex["number"]: ex["points"] for ex in e["exercises"]}
-            writer.writerow([e["submission"], e["chapter"] if e["chapter"] is not None else "",
+            writer.writerow([cell(e["submission"]), cell(e["student"]), e["chapter"] if e["chapter"] is not None else "",
                              *(_number(earned.get(n)) for n in columns), _number(e["total"]), _number(e["out_of"]),
-                             e["problem"] or ""])
+                             cell(e["problem"]), cell(e.get("warning"))])
+
+
+def write_students_csv(path: Path, entries: list[dict], chapters: dict[int, registry.Chapter]) -> None:
+    """For a learning platform's import: one row per student (the first folder below the
+    submissions folder, else the file's name), the points of each chapter present, the total."""
+    present = sorted({e["chapter"] for e in entries if e["chapter"] is not None})
+    out_of = {c: len(chapters[c].exercises) for c in present}
+    rows: dict[str, dict[int, float]] = {}
+    maxima: dict[int, float] = {}
+    for e in entries:
+        row = rows.setdefault(e["student"], {})
+        if e["chapter"] is not None and e["total"] is not None:
+            row[e["chapter"]] = max(row.get(e["chapter"], 0.0), e["total"])
+            maxima[e["chapter"]] = e["out_of"]
+    with _create(path, newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", *(f"chapter {c} (out of {_number(maxima.get(c, out_of[c]))})" for c in present), "total"])
+        for student in sorted(rows):
+            points = rows[student]
+            writer.writerow([cell(student), *(_number(points.get(c, 0.0)) for c in present), _number(sum(points.values()))])
+
+
+def gradescope_results(entry: dict) -> dict:
+    """One submission's results in the format of Gradescope's autograder (``results.json``)."""
+    if entry["problem"]:
+        return {"score": 0, "output": f"This file could not be graded: {entry['problem']}.", "tests": [],
+                "visibility": "visible", "stdout_visibility": "hidden"}
+    tests = [{"name": f"Exercise {ex['number']}: {ex['title']}", "number": ex["number"], "score": ex["points"],
+              "max_score": ex["out_of"], "status": "passed" if ex["status"] == "passed" else "failed",
+              "output": f"{ex['status']}: {ex['message']}", "visibility": "visible"} for ex in entry["exercises"]]
+    notes = [n for n in entry["notes"] if not n.startswith("Traceback")]
+    output = f"Chapter {entry['chapter']}, {entry['title']}: {_number(entry['total'])} of {_number(entry['out_of'])} points."
+    if entry.get("warning"):
+        output += f"\nNote: {entry['warning']}."
+    if notes:
+        output += "\nWhile your notebook ran:\n" + "\n".join(f"- {n}" for n in notes)
+    return {"score": entry["total"], "output": output, "tests": tests, "visibility": "visible",
+            "stdout_visibility": "hidden"}
 
 
 def feedback_text(entry: dict) -> str:
@@ -328,6 +392,8 @@ def feedback_text(entry: dict) -> str:
         return "\n".join(lines + [f"This file could not be graded: {entry['problem']}.", ""])
     lines += [f"Chapter {entry['chapter']}, *{entry['title']}*: **{_number(entry['total'])} of "
               f"{_number(entry['out_of'])} points**.", ""]
+    if entry.get("warning"):
+        lines += [f"Note: {entry['warning']}.", ""]
     for ex in entry["exercises"]:
         lines.append(f"- **Exercise {ex['number']}, {ex['title']}** ({_number(ex['points'])}/{_number(ex['out_of'])}, "
                      f"{ex['status']}): {ex['message']}")
@@ -337,34 +403,97 @@ def feedback_text(entry: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(out: Path, feedback: Path, feedback_dir: Path | None, entries: list[dict], chapters, sandbox: Sandbox,
-                  limits: Limits, points: dict[str, float]) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
+def log_text(entry: dict) -> str:
+    """What happened to one submission, for the instructor: times, restarts, every note (tracebacks
+    of the grader included) and the end of the kernel's own log."""
+    lines = [f"submission: {entry['submission']}", f"student: {entry['student']}",
+             f"chapter: {entry['chapter']} (recognized by {entry['identified_by']})"]
+    if entry["problem"]:
+        lines.append(f"problem: {entry['problem']}")
+    if entry.get("warning"):
+        lines.append(f"warning: {entry['warning']}")
+    for key in ("seconds", "seconds_start", "seconds_notebook", "seconds_checks", "kernel_restarts"):
+        if key in entry:
+            lines.append(f"{key}: {entry[key]}")
+    for ex in entry["exercises"]:
+        lines.append(f"exercise {ex['number']}: {ex['status']} in {ex.get('seconds', 0)} s: {ex['message']}")
+    lines += [f"note: {n}" for n in entry["notes"]]
+    if entry.get("kernel_log"):
+        lines += ["--- the kernel's log (its last 20000 characters) ---", entry["kernel_log"]]
+    return "\n".join(lines) + "\n"
+
+
+def file_names(entries: list[dict]) -> list[str]:
+    """A distinct file stem per submission, from its path below the submissions' common folder
+    (``sub/a.ipynb`` and ``sub__a.ipynb`` get ``sub__a`` and ``sub__a-2``; case is ignored, for
+    file systems that ignore it)."""
+    names = [Path(e["submission"]).as_posix() for e in entries]
+    try:  # name the files after the submissions' paths below their common folder
+        common = os.path.commonpath([str(Path(n).parent) for n in names]) if names else ""
+    except ValueError:  # absolute and relative paths mixed
+        common = ""
+    used: set[str] = set()
+    stems = []
+    for name in names:
+        relative = os.path.relpath(name, common) if common else name
+        stem = relative.replace("\\", "/").strip("/").replace("/", "__").removesuffix(".ipynb")
+        stem = "".join(ch if ch.isalnum() or ch in "._-=+@ ," else "_" for ch in stem).lstrip(".") or "submission"
+        candidate, k = stem, 1
+        while candidate.casefold() in used:
+            k += 1
+            candidate = f"{stem}-{k}"
+        used.add(candidate.casefold())
+        stems.append(candidate)
+    return stems
+
+
+def _create(path: Path, newline: str | None = None):
+    """Open ``path`` for writing text, replacing a file but never writing through a link."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink():
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    return open(fd, "w", encoding="utf-8", newline=newline)
+
+
+def write_outputs(out: Path, feedback: Path, entries: list[dict], chapters, sandbox: Sandbox, limits: Limits,
+                  points: dict[str, float], options: "Options") -> None:
     write_csv(out, entries, chapters)
     import companion
 
+    stable = [{k: v for k, v in e.items() if k not in TIMINGS} for e in entries]
+    for e in stable:
+        for ex in e["exercises"]:
+            ex.pop("seconds", None)
     document = {
-        "graded": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "companion": companion.__version__,
         "sandbox": sandbox.describe(),
         "limits_seconds": {k: v for k, v in asdict(limits).items() if k != "restarts"},
         "statuses": ["passed", "not yet", "not attempted", "error", "timed out"],
         "points": points,
-        "submissions": entries,
+        "submissions": stable,
     }
-    feedback.parent.mkdir(parents=True, exist_ok=True)
-    feedback.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    if feedback_dir is not None:
-        feedback_dir.mkdir(parents=True, exist_ok=True)
-        names = [Path(e["submission"]).as_posix() for e in entries]
-        try:  # name the files after the submissions' paths below their common folder
-            common = os.path.commonpath([str(Path(n).parent) for n in names]) if names else ""
-        except ValueError:  # absolute and relative paths mixed
-            common = ""
-        for entry, name in zip(entries, names):
-            relative = os.path.relpath(name, common) if common else name
-            stem = relative.replace("\\", "/").strip("/").replace("/", "__").removesuffix(".ipynb")
-            (feedback_dir / f"{stem}.md").write_text(feedback_text(entry), encoding="utf-8")
+    with _create(feedback) as f:
+        f.write(json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+    stems = file_names(entries)
+    if options.feedback_dir is not None:
+        for entry, stem in zip(stable, stems):
+            with _create(options.feedback_dir / f"{stem}.md") as f:
+                f.write(feedback_text(entry))
+    if options.log_dir is not None:
+        for entry, stem in zip(entries, stems):
+            with _create(options.log_dir / f"{stem}.log") as f:
+                f.write(log_text(entry))
+    if options.students_csv is not None:
+        write_students_csv(options.students_csv, entries, chapters)
+    if options.gradescope is not None:
+        graded = [e for e in stable]
+        with _create(options.gradescope) as f:
+            if len(graded) == 1:
+                f.write(json.dumps(gradescope_results(graded[0]), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+            else:
+                f.write(json.dumps({"score": 0, "output": f"Submit exactly one notebook; found {len(graded)} files: "
+                                    + ", ".join(e["submission"] for e in graded), "tests": []}, indent=1) + "\n")
 
 
 # ------------------------------------------------------------------------------------ API
@@ -380,6 +509,9 @@ class Options:
     sandbox: bool = True
     memory_gib: float | None = 8.0
     progress: bool = True
+    log_dir: Path | None = None  # one log per submission (default: the gradebook's name + "-logs")
+    students_csv: Path | None = None  # one row per student, for a learning platform
+    gradescope: Path | None = None  # Gradescope's results.json (for exactly one submission)
 
 
 def grade(paths: list[str], options: Options | None = None, chapters: dict[int, registry.Chapter] | None = None) -> list[dict]:
@@ -388,8 +520,13 @@ def grade(paths: list[str], options: Options | None = None, chapters: dict[int, 
     chapters = chapters if chapters is not None else registry.load()
     points = load_points(options.points, chapters)
     sandbox = Sandbox.detect(options.sandbox, options.memory_gib)
-    subs = [Submission(p, n, problem=problem) if problem else inspect(p, n, chapters, options.chapter)
-            for p, n, problem in collect(paths)]
+    if sandbox.warning():
+        print(sandbox.warning(), file=sys.stderr)
+    subs = []
+    for p, n, problem, student in collect(paths):
+        sub = Submission(p, n, problem=problem) if problem else inspect(p, n, chapters, options.chapter)
+        sub.student = student
+        subs.append(sub)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     jobs = max(1, min(options.jobs or cpus, len(subs) or 1))
     progress = None
@@ -399,6 +536,8 @@ def grade(paths: list[str], options: Options | None = None, chapters: dict[int, 
         progress = tqdm(total=len(subs), desc="grading", unit="notebook", file=sys.stderr, dynamic_ncols=True)
     try:
         for sub in subs:
+            if sub.warning:
+                _say(f"{sub.name}: {sub.warning}", progress)
             if sub.problem:
                 _say(f"{sub.name}: {sub.problem}", progress)
                 if progress is not None:
@@ -413,14 +552,16 @@ def grade(paths: list[str], options: Options | None = None, chapters: dict[int, 
             progress.close()
     entries = records(subs, points)
     feedback = options.feedback or options.out.with_suffix(".json")
-    write_outputs(options.out, feedback, options.feedback_dir, entries, chapters, sandbox, options.limits, points)
+    if options.log_dir is None:
+        options.log_dir = options.out.with_name(options.out.stem + "-logs")
+    write_outputs(options.out, feedback, entries, chapters, sandbox, options.limits, points, options)
     return entries
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m companion.grade", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("submissions", nargs="+", help="notebooks, or folders searched for files (recursively)")
+    parser.add_argument("submissions", nargs="*", help="notebooks, or folders searched for files (recursively)")
     parser.add_argument("--out", type=Path, default=Path("gradebook.csv"), help="the CSV gradebook (default: gradebook.csv)")
     parser.add_argument("--feedback", type=Path, help="the JSON file of every result and hint (default: the CSV's name with .json)")
     parser.add_argument("--feedback-dir", type=Path, help="also write one Markdown feedback file per submission here")
@@ -432,9 +573,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--call-timeout", type=float, default=30, help="seconds for one call of a student's function (default: 30)")
     parser.add_argument("--exercise-timeout", type=float, default=120, help="seconds for all calls of one exercise's check (default: 120)")
     parser.add_argument("--memory", type=float, default=8.0, help="GiB of memory per kernel (default: 8; 0: no limit)")
-    parser.add_argument("--no-sandbox", action="store_true", help="do not use a network namespace or separate users (sockets are still refused)")
+    parser.add_argument("--no-sandbox", action="store_true", help="grade without the bubblewrap sandbox (see the warning it prints)")
+    parser.add_argument("--log-dir", type=Path, help="one log per submission here (default: the gradebook's name + -logs)")
+    parser.add_argument("--students-csv", type=Path, help="also write one row per student (for a learning platform)")
+    parser.add_argument("--gradescope", type=Path, help="also write Gradescope's results.json (one submission)")
+    parser.add_argument("--gradescope-bundle", type=Path, help="write a Gradescope autograder bundle (.zip) and exit")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
+    if args.gradescope_bundle:
+        from companion.grading.gradescope import write_bundle
+
+        write_bundle(args.gradescope_bundle)
+        print(f"wrote {args.gradescope_bundle}: upload it as the autograder of a Gradescope programming assignment",
+              file=sys.stderr)
+        return 0
+    if not args.submissions:
+        parser.error("name the notebooks or folders to grade")
     for name in ("timeout", "cell_timeout", "call_timeout", "exercise_timeout"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be a positive number of seconds, got {getattr(args, name)}")
@@ -444,7 +598,8 @@ def main(argv: list[str] | None = None) -> int:
                     exercise=max(args.exercise_timeout, args.call_timeout))
     options = Options(out=args.out, feedback=args.feedback, feedback_dir=args.feedback_dir, points=args.points,
                       chapter=args.chapter, jobs=args.jobs, limits=limits, sandbox=not args.no_sandbox,
-                      memory_gib=args.memory or None, progress=not args.quiet)
+                      memory_gib=args.memory or None, progress=not args.quiet, log_dir=args.log_dir,
+                      students_csv=args.students_csv, gradescope=args.gradescope)
     start = time.monotonic()
     try:
         entries = grade(args.submissions, options)

@@ -22,10 +22,10 @@ def _shifted(shift, dim=-1):
 
 
 SOFTMAX = [
-    Mutant("torch.softmax", lambda x: torch.softmax(x, dim=-1), "calls torch.softmax"),
-    Mutant("F.softmax", lambda x: F.softmax(x, dim=-1), "calls torch.nn.functional.softmax"),
-    Mutant("Tensor.softmax", lambda x: x.softmax(-1), "calls Tensor.softmax"),
-    Mutant("exp of log_softmax", lambda x: torch.log_softmax(x, -1).exp(), "calls torch.log_softmax"),
+    Mutant("torch.softmax", lambda x: torch.softmax(x, dim=-1), "calls the library's softmax"),
+    Mutant("F.softmax", lambda x: F.softmax(x, dim=-1), "calls the library's softmax"),
+    Mutant("Tensor.softmax", lambda x: x.softmax(-1), "calls the library's softmax"),
+    Mutant("exp of log_softmax", lambda x: torch.log_softmax(x, -1).exp(), "calls the library's log_softmax"),
     Mutant("over the columns", _shifted(lambda x: x.amax(0, keepdim=True), dim=0), "columns sum to 1"),
     Mutant("not normalized", lambda x: torch.exp(x - x.amax(-1, keepdim=True)), "did not normalize"),
     Mutant("whole matrix sums to 1", lambda x: torch.exp(x - x.max()) / torch.exp(x - x.max()).sum(), "whole matrix"),

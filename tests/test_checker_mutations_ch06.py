@@ -87,7 +87,7 @@ BLOCK_PARAMS = [
     Mutant("returns None", lambda d, h, f: None, "whole number"),
     Mutant("off by one", lambda d, h, f: my_block_params(d, h, f) - 1),
     Mutant("returns a tensor of floats", lambda d, h, f: torch.tensor(my_block_params(d, h, f) + 0.25),
-           "not a whole number"),
+           "a float"),
 ]
 
 

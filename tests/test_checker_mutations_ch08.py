@@ -171,7 +171,7 @@ TOP_K = [
     Mutant("returns topk's pair", lambda x, k: x.topk(k, dim=-1), "means, not the answer"),
     Mutant("first row only", lambda x, k: my_top_k(x, k)[0], "same shape"),
     Mutant("in place, returns None", lambda x, k: (x.masked_fill_(x < x.topk(k, dim=-1).values[:, -1:], float("-inf")),
-                                                   None)[1], "same shape"),
+                                                   None)[1], "in place, an input"),
     Mutant("k fixed to 3", lambda x, k: my_top_k(x, 3)),
     Mutant("the values only", lambda x, k: x.topk(k, dim=-1).values, "same shape"),
 ]

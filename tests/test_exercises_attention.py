@@ -19,7 +19,7 @@ def test_stable_softmax():
     assert "overflows" in check.stable_softmax(naive).message
     by_column = lambda x: torch.exp(x - x.amax(0, keepdim=True)) / torch.exp(x - x.amax(0, keepdim=True)).sum(0, keepdim=True)
     assert "columns sum to 1" in check.stable_softmax(by_column).message
-    assert "calls torch.softmax" in check.stable_softmax(lambda x: torch.softmax(x, dim=-1)).message
+    assert "calls the library's softmax" in check.stable_softmax(lambda x: torch.softmax(x, dim=-1)).message
     assert "did not normalize" in check.stable_softmax(lambda x: torch.exp(x - x.amax(-1, keepdim=True))).message
     whole = lambda x: torch.exp(x - x.max()) / torch.exp(x - x.max()).sum()
     assert "whole matrix" in check.stable_softmax(whole).message

@@ -82,7 +82,9 @@ def count(d, h, d_ff):
 )
 def test_block_params(wrong, expected):
     assert check.block_params(count).passed
-    assert check.block_params(lambda d, h, d_ff: block_parameters(d, d_ff)).passed  # the companion agrees
+    # the companion agrees (its values are right), but using it is not doing the exercise
+    assert "the values are right, but your code uses companion.block" in check.block_params(
+        lambda d, h, d_ff: block_parameters(d, d_ff)).message
     fb = check.block_params(wrong)
     assert fb.status == "hint" and expected in fb.message, fb
 
@@ -95,6 +97,6 @@ def test_stub_not_attempted(fn):
 
 def test_block_params_rejects_a_fractional_count():
     right = lambda d, h, f: 4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d  # noqa: E731
-    assert check.block_params(lambda d, h, f: float(right(d, h, f))).passed  # a whole float is fine
+    assert "a float" in check.block_params(lambda d, h, f: float(right(d, h, f))).message  # a count is an int
     fb = check.block_params(lambda d, h, f: right(d, h, f) + 0.7)  # int() would have truncated it to right
     assert fb.status == "hint" and "not a whole number" in fb.message

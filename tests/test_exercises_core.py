@@ -82,7 +82,9 @@ def test_counts_are_never_truncated():
         passed()
 
     assert "not a whole number" in check(lambda: 12.7).message
-    assert check(lambda: 12.0).passed and check(lambda: torch.tensor(12)).passed
+    assert check(lambda: 12).passed and check(lambda: torch.tensor(12)).passed
+    assert "a float" in check(lambda: 12.0).message and "//" in check(lambda: 12.0).message
+    assert check(lambda: torch.tensor(12 + 0j)).status == "hint"
     assert "a bool" in check(lambda: True).message and "whole number" in check(lambda: "12").message
     assert "not a whole number" in check(lambda: math.nan).message
 

@@ -171,3 +171,72 @@ def test_numbers_follow_the_chapter():
     assert [c.exercise for c in order] == [f"Exercise 7.{k}" for k in range(1, 6)]
     assert str(check.gpt_forward(gpt_forward_ok)).startswith("✅ Exercise 7.4 passed")
     assert str(check.train_step(train_step_ok)).startswith("✅ Exercise 7.5 passed")
+
+
+# --- rules and cases beyond the worked example -------------------------------------------------------
+def _ce_alias(logits, targets):
+    from torch.nn.functional import cross_entropy
+    return cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def _ce_module(logits, targets):
+    return torch.nn.CrossEntropyLoss()(logits.flatten(0, 1), targets.flatten())
+
+
+def _ce_global_max(logits, targets):
+    shifted = logits - logits.max()
+    logp = shifted - shifted.exp().sum(-1, keepdim=True).log()
+    return -logp.gather(-1, targets[..., None]).mean()
+
+
+def test_cross_entropy_rules_and_edge_cases():
+    for fn in (_ce_alias, _ce_module):
+        fb = check.cross_entropy(fn)
+        assert not fb.passed and "calls F.cross_entropy" in fb.message, fb
+    fb = check.cross_entropy(_ce_global_max)
+    assert not fb.passed and "each row's own maximum" in fb.message, fb
+    for junk in (torch.tensor([]), torch.tensor(1 + 1j), 10**400, torch.zeros(0, 3)):
+        fb = check.cross_entropy(lambda l, t, junk=junk: junk)
+        assert fb.status == "hint", (junk, fb)
+
+
+def test_shift_types_and_roll():
+    fb = check.shift(lambda w: (w[:, :-1].int(), w[:, 1:].int()))
+    assert not fb.passed and "LongTensor" in fb.message, fb
+    fb = check.shift(lambda w: (w[:, :-1], w[:, :-1].roll(-1, 1)))
+    assert not fb.passed and "roll wraps around" in fb.message, fb
+    fb = check.shift(lambda w: (w[:, :-1].numpy(), w[:, 1:].numpy()))
+    assert not fb.passed, fb
+
+    def in_place(w):
+        x, y = w[:, :-1].clone(), w[:, 1:].clone()
+        w.zero_()
+        return x, y
+
+    fb = check.shift(in_place)
+    assert not fb.passed and "in place, an input" in fb.message, fb
+
+
+def _forward_by_type(model, idx):
+    return type(model).forward(model, idx)[0]
+
+
+def _forward_by_class(model, idx):
+    from companion.model import GPT
+    return GPT.forward(model, idx)[0]
+
+
+def _forward_by_method(model, idx):
+    return model.forward(idx)[0]
+
+
+def test_gpt_forward_never_calls_the_model():
+    for fn in (_forward_by_type, _forward_by_class, _forward_by_method, lambda model, idx: model(idx)[0]):
+        fb = check.gpt_forward(fn)
+        assert not fb.passed and "you called the model itself" in fb.message, (fn, fb)
+
+
+def test_bits_junk():
+    for junk in (10**400, 1 + 2j, "1.44", None, torch.tensor([])):
+        fb = check.bits_per_char(lambda n, junk=junk: junk)
+        assert fb.status == "hint", (junk, fb)

@@ -36,9 +36,33 @@ def stub(*args):
 
 
 def test_sinusoidal_right_passes():
-    assert check.sinusoidal(lambda T, D: sinusoidal_encoding(T, D)).passed
-    assert check.sinusoidal(lambda T, D: table(T, D, RIGHT).numpy()).passed  # NumPy is accepted too
+    assert check.sinusoidal(lambda T, D: table(T, D, RIGHT)).passed
     assert check.sinusoidal(lambda T, D: interleave(angles(T, D))).passed
+
+
+def _through_the_companion(T, D):
+    import companion.positional
+    return companion.positional.sinusoidal_encoding(T, D)
+
+
+def _companion_imported_elsewhere(T, D):
+    return sinusoidal_encoding(T, D)  # imported at the top of the notebook
+
+
+def test_sinusoidal_rules_and_types():
+    for fn in (_through_the_companion, _companion_imported_elsewhere):
+        fb = check.sinusoidal(fn)
+        assert not fb.passed and "without the companion" in fb.message, fb
+    fb = check.sinusoidal(lambda T, D: table(T, D, RIGHT).numpy())  # a tensor is asked
+    assert not fb.passed and "should return a tensor (a torch tensor)" in fb.message, fb
+    fb = check.shift_block(lambda k, w: [[math.cos(k * w), -math.sin(k * w)], [math.sin(k * w), math.cos(k * w)]])
+    assert not fb.passed and "should return a tensor (a torch tensor)" in fb.message, fb
+
+
+def test_the_halves_layout_is_called_a_convention_not_a_mistake():
+    fb = check.sinusoidal(lambda T, D: torch.cat([table(T, D, RIGHT)[:, 0::2], table(T, D, RIGHT)[:, 1::2]], 1))
+    assert not fb.passed and "conventions" in fb.message and "permutation" in fb.message, fb
+    assert "P[:, 0::2] = sin" not in fb.message  # the right layout is never shown as the mistake
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ def test_dot_by_hand():
 
 
 def test_cosine():
-    right = lambda a, b: (a @ b) / (a.norm() * b.norm())
+    right = lambda a, b: (a @ b) / (torch.sqrt(a @ a) * torch.sqrt(b @ b))
     assert check.cosine(right).passed
     assert check.cosine(stub).status == "not attempted"
     assert "raw dot product" in check.cosine(lambda a, b: a @ b).message
@@ -62,3 +62,85 @@ def test_feedback_text_is_one_clear_line():
     assert text.startswith("✅ Exercise 1.4 passed:")
     assert repr(check.scaled_scores(stub)).startswith("⏳ Exercise 1.4 not attempted yet:")
     assert repr(check.scaled_scores(lambda Q, K: Q @ K.T)).startswith("❌ Exercise 1.4 not yet:")
+
+
+# --- the rules each exercise's text states, whatever the import -------------------------------------
+def _numpy_dot(a, b):
+    from numpy import dot
+    if len(a) != len(b):
+        raise ValueError("lengths differ")
+    return float(dot(a, b))
+
+
+def _numpy_helper(a, b):
+    import numpy
+    return float(numpy.dot(a, b))
+
+
+def _through_a_helper(a, b):
+    if len(a) != len(b):
+        raise ValueError("lengths differ")
+    return _numpy_helper(a, b)
+
+
+def _no_loop(a, b):
+    if len(a) != len(b):
+        raise ValueError("lengths differ")
+    return a[0] * b[0] + (_no_loop(a[1:], b[1:]) if len(a) > 1 else 0)
+
+
+_TABLE = {(1, 2, 3, 4, 5, 6): 32, (3, 5, -2, 4): 14, (1, 2, 3, 4, -4, 0, 2, 5): 22}
+
+
+def _lookup(a, b):
+    if len(a) != len(b):
+        raise ValueError("lengths differ")
+    return _TABLE.get(tuple(a + b), 0)
+
+
+def test_dot_by_hand_rules():
+    assert "without NumPy or PyTorch" in check.dot_by_hand(_numpy_dot).message
+    assert "without NumPy or PyTorch" in check.dot_by_hand(_through_a_helper).message
+    assert "asks for a loop" in check.dot_by_hand(_no_loop).message
+    assert not check.dot_by_hand(_lookup).passed
+    fb = check.dot_by_hand(lambda a, b: 10**400)
+    assert fb.status == "hint" and "too large" in fb.message
+
+
+def _cosine_norm(a, b):
+    return (a @ b) / (a.norm() * b.norm())
+
+
+def _cosine_alias(a, b):
+    from torch.nn.functional import cosine_similarity
+    return cosine_similarity(a, b, dim=0)
+
+
+def _cosine_linalg(a, b):
+    return (a @ b) / (torch.linalg.vector_norm(a) * torch.linalg.vector_norm(b))
+
+
+def test_cosine_rules():
+    assert "only @" in check.cosine(_cosine_norm).message
+    assert "from its formula" in check.cosine(_cosine_alias).message
+    assert "linalg.vector_norm" in check.cosine(_cosine_linalg).message
+    for junk in (10**400, 1 + 2j, torch.tensor(1 + 2j), "0.5", torch.tensor([]), float("inf")):
+        fb = check.cosine(lambda a, b, junk=junk: junk)
+        assert fb.status == "hint", (junk, fb)
+
+
+def _all_scores_loop(Q, K):
+    return torch.stack([torch.stack([q @ k for k in K]) for q in Q])
+
+
+def _all_scores_for(Q, K):
+    S = torch.empty(Q.shape[0], K.shape[0], dtype=Q.dtype)
+    for i in range(Q.shape[0]):
+        S[i] = K @ Q[i]
+    return S
+
+
+def test_all_pairs_no_python_loop():
+    assert "no Python loop" in check.all_pairs(_all_scores_loop).message
+    assert "no Python loop" in check.all_pairs(_all_scores_for).message
+    assert "no Python loop" in check.all_pairs(lambda Q, K: torch.stack(list(map(lambda q: K @ q, Q)))).message

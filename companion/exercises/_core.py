@@ -3,14 +3,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
+import sysconfig
 import textwrap
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
+
+from . import rules
 
 PASSED, HINT, NOT_ATTEMPTED, INTERNAL = "passed", "hint", "not attempted", "internal error"
 _ICON = {PASSED: "✅", HINT: "❌", NOT_ATTEMPTED: "⏳", INTERNAL: "⚠️"}
@@ -39,6 +44,9 @@ class Feedback:
     status: str
     message: str
     kind: str = ""
+    #: For a ``raised`` hint: the traceback of the student's own frames (the checker's are left
+    #: out), lines of at most 78 columns, shown before the hint.
+    details: str = ""
 
     @property
     def passed(self) -> bool:
@@ -46,7 +54,8 @@ class Feedback:
 
     def __repr__(self) -> str:
         text = f"{_ICON[self.status]} {self.exercise} {_VERB[self.status]}: {self.message}"
-        return textwrap.fill(text, width=WIDTH, subsequent_indent="   ", break_on_hyphens=False)
+        text = textwrap.fill(text, width=WIDTH, subsequent_indent="   ", break_on_hyphens=False)
+        return f"{self.details}\n{text}" if self.details else text
 
     __str__ = __repr__
 
@@ -87,23 +96,132 @@ def hint(message: str, *, generic: bool = False) -> None:
     raise _Verdict(HINT, message, GENERIC if generic else SPECIFIC)
 
 
+def source_facts(fn: Any) -> rules.SourceFacts:
+    """The :class:`rules.SourceFacts` of the student's function (``parsed=False`` when no source)."""
+    return rules.facts(rules.source_of(fn))
+
+
+def uses_numpy(seen: rules.Seen, facts: rules.SourceFacts) -> bool:
+    """True when the student's code called NumPy, or its source imports or names it."""
+    return seen.used_module("numpy") or facts.imports("numpy") or bool({"np", "numpy"} & facts.names)
+
+
+def uses_torch(seen: rules.Seen, facts: rules.SourceFacts) -> bool:
+    """True when the student's code called PyTorch, or its source imports or names it."""
+    return (bool(seen.torch_calls) or seen.used_module("torch") or facts.imports("torch")
+            or bool({"torch", "F", "nn"} & facts.names))
+
+
+def uses_companion(seen: rules.Seen, facts: rules.SourceFacts, *modules: str) -> list[str]:
+    """The companion modules (of ``modules``, default: any but the checkers) the student's code
+    called or imported, sorted."""
+    wanted = modules or ("companion",)
+    found = {m for m in seen.modules | facts.modules if m.startswith("companion")
+             and not m.startswith("companion.exercises") and any(m == w or m.startswith(w + ".") for w in wanted)}
+    return sorted(found)
+
+
+def library(name: str) -> str:
+    """How a hint names a call the rules saw: 'the library's softmax' (whatever import reached it:
+    torch.softmax, F.softmax, x.softmax, nn.Softmax), or a companion module as it is."""
+    return name if name.startswith("companion") else f"the library's {name}"
+
+
 def _untouched(answer: Any) -> bool:
     return answer is Ellipsis or answer is None
 
 
+_UNTRACKED = object()
+
+
+def _snapshot(value: Any, depth: int = 0) -> Any:
+    """A copy of an argument, to tell afterwards whether the student's code changed it in place.
+
+    Tensors, NumPy arrays and lists (also nested, and lists inside tuples) are copied; dicts (the
+    KV cache of exercise 8.5 is changed on purpose), modules and other objects are not tracked.
+    """
+    if depth > 4:
+        return _UNTRACKED
+    if isinstance(value, torch.Tensor):
+        if value.is_meta or value.layout != torch.strided:
+            return _UNTRACKED
+        return ("tensor", value.detach().clone(), value.shape, value.dtype)
+    if isinstance(value, np.ndarray):
+        return ("array", value.copy(), value.shape, value.dtype)
+    if isinstance(value, (list, tuple)):
+        if len(value) > 10_000:
+            return _UNTRACKED
+        return (type(value).__name__, len(value), [_snapshot(v, depth + 1) if isinstance(
+            v, (torch.Tensor, np.ndarray, list, tuple)) else ("value", v) for v in value])
+    return _UNTRACKED
+
+
+def _unchanged(value: Any, snap: Any) -> bool:
+    if snap is _UNTRACKED:
+        return True
+    kind = snap[0]
+    try:
+        if kind == "tensor":
+            _, copy, shape, dtype = snap
+            if not isinstance(value, torch.Tensor) or value.shape != shape or value.dtype != dtype:
+                return False
+            now = value.detach()
+            same = now == copy
+            if now.is_floating_point() or now.is_complex():
+                same = same | (torch.isnan(now) & torch.isnan(copy))
+            return bool(same.all())
+        if kind == "array":
+            _, copy, shape, dtype = snap
+            return (isinstance(value, np.ndarray) and value.shape == shape and value.dtype == dtype
+                    and bool(np.array_equal(value, copy, equal_nan=value.dtype.kind in "fc")))
+        if kind == "value":
+            v = snap[1]
+            return value is v or value == v or (isinstance(v, float) and v != v and value != value)
+        _, length, items = snap
+        return len(value) == length and all(_unchanged(v, s) for v, s in zip(value, items))
+    except Exception:  # noqa: BLE001 - an odd object: never blame the student for our comparison
+        return True
+
+
+def _argument_names(answer: Any, args: tuple, kwargs: dict) -> list[str]:
+    try:
+        bound = inspect.signature(answer).bind_partial(*args, **kwargs)
+        names = list(bound.arguments)
+    except (TypeError, ValueError):
+        names = []
+    return names + [f"argument {i + 1}" for i in range(len(names), len(args))] + list(kwargs)
+
+
 def _guard(answer: Any) -> Any:
-    """The student's function, wrapped so that whatever it raises arrives as a StudentError."""
+    """The student's function, wrapped so that whatever it raises arrives as a StudentError.
+
+    Each call runs through :func:`rules.observe` and its :class:`rules.Observation` is recorded
+    into every active :func:`rules.watch` block of the checker. A tensor, array or list argument
+    that the call changes in place ends the check with a hint: the caller's data would change
+    under it (the exercises hand out copies, so the checker's own data is safe either way).
+    """
     if not callable(answer) or isinstance(answer, type):
         return answer
 
     @functools.wraps(answer)
     def call(*args: Any, **kwargs: Any) -> Any:
+        values = list(args) + list(kwargs.values())
+        snaps = [_snapshot(v) for v in values]
         try:
-            return answer(*args, **kwargs)
+            result, observation = rules.observe(answer, *args, **kwargs)
+            rules.record(observation)
         except (_Verdict, StudentError):
             raise
         except Exception as exc:  # noqa: BLE001 - anything the student's code raises
             raise StudentError(exc) from exc
+        changed = [i for i, (v, snap) in enumerate(zip(values, snaps)) if not _unchanged(v, snap)]
+        if changed:
+            names = _argument_names(answer, args, kwargs)
+            name = names[changed[0]] if changed[0] < len(names) else f"argument {changed[0] + 1}"
+            hint(f"your function changed {name} in place, an input it was given: x -= m, x /= s, x[i] = v, x.exp_() or "
+                 "lst.append(v) write into the caller's data. Compute new values instead (x = x - m, "
+                 "a new list), and leave the inputs as they were.")
+        return result
 
     return call
 
@@ -122,7 +240,24 @@ def attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Bas
         return None, exc.error
 
 
-def checker(exercise: str) -> Callable[[Callable[..., None]], Callable[..., Feedback]]:
+def _companion_verdict(answers: tuple, seen: rules.Seen, companion_given: bool) -> _Verdict | None:
+    """A hint when the student's code uses the course's own implementation (any exercise).
+
+    Seen from the source (imports in the function) and, unless the checker hands the student
+    companion objects itself (``companion_given``: a GPT to run), from the modules called.
+    """
+    used: set[str] = set()
+    empty = rules.Seen()
+    for answer in answers:
+        used.update(uses_companion(empty if companion_given else seen, source_facts(answer)))
+    if not used:
+        return None
+    names = ", ".join(sorted(used)[:2])
+    return _Verdict(HINT, f"the values are right, but your code uses {names}, the course's own implementation: "
+                          "the exercise is to write it yourself, without the companion.", SPECIFIC)
+
+
+def checker(exercise: str, *, companion_given: bool = False) -> Callable[[Callable[..., None]], Callable[..., Feedback]]:
     """Turn a check body into a checker that always returns :class:`Feedback`.
 
     The body receives the student's answer (a function) and calls :func:`passed` or :func:`hint`.
@@ -141,8 +276,21 @@ def checker(exercise: str) -> Callable[[Callable[..., None]], Callable[..., Feed
         def check(*answers: Any) -> Feedback:
             if any(_untouched(a) for a in answers):
                 return Feedback(exercise, NOT_ATTEMPTED, "replace the `...` with your answer, then run this cell again.")
+            for a in answers:
+                if not callable(a):
+                    return Feedback(exercise, HINT, "pass your function itself to the check, without calling it "
+                                    f"(its name, no parentheses); you passed {describe(a)}.", SPECIFIC)
             try:
-                body(*(_guard(a) for a in answers))
+                with rules.watch() as seen:
+                    try:
+                        body(*(_guard(a) for a in answers))
+                    except _Verdict as verdict:
+                        if verdict.status != PASSED:
+                            raise
+                        final = verdict
+                    else:
+                        final = _Verdict(PASSED, "well done.")
+                raise _companion_verdict(answers, seen, companion_given) or final
             except _Verdict as verdict:
                 return Feedback(exercise, verdict.status, verdict.message, verdict.kind)
             except StudentError as raised:
@@ -150,10 +298,10 @@ def checker(exercise: str) -> Callable[[Callable[..., None]], Callable[..., Feed
                 if isinstance(exc, NotImplementedError):
                     return Feedback(exercise, NOT_ATTEMPTED,
                                     "write your code where it says `raise NotImplementedError`, then run this cell again.")
-                return Feedback(exercise, HINT, f"your code raised {type(exc).__name__}: {exc}{_where(exc)}", RAISED)
+                return Feedback(exercise, HINT, f"your code raised {type(exc).__name__}: {_text(exc)}{_where(exc)}",
+                                RAISED, _student_traceback(exc))
             except Exception as exc:  # noqa: BLE001 - the checker's own code failed: a bug of ours
                 return Feedback(exercise, INTERNAL, _internal_message(exc), "internal")
-            return Feedback(exercise, PASSED, "well done.")
 
         check.exercise = exercise  # type: ignore[attr-defined]
         return check
@@ -166,6 +314,61 @@ def _internal_message(exc: BaseException) -> str:
     where = f" at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
     return (f"the checker itself failed ({type(exc).__name__}: {exc}{where}). This is a bug in the "
             "course, not in your code: please tell the instructors, with this message.")
+
+
+_HERE = str(Path(__file__).resolve().parent)
+_LIBRARIES = tuple({str(Path(p).resolve()) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
+                                                     sysconfig.get_paths()["platlib"], Path(torch.__file__).parent.parent,
+                                                     Path(np.__file__).parent.parent)})
+
+
+def _text(exc: BaseException, limit: int = 300) -> str:
+    """``str(exc)``, never failing and never longer than ``limit`` characters."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - a message that cannot be printed
+        text = f"<{type(exc).__name__} whose message cannot be printed>"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _is_student_frame(filename: str) -> bool:
+    """A frame of the student's code: not the checkers' and not a library's (torch, numpy, Python)."""
+    if filename.startswith("<") and not filename.startswith("<ipython-input") and filename != "<IPY-INPUT>":
+        return filename not in ("<frozen importlib._bootstrap>",) and "frozen" not in filename
+    try:
+        path = str(Path(filename).resolve())
+    except (OSError, ValueError):
+        return True
+    if path.startswith(_HERE):
+        return False
+    return not any(path.startswith(lib + "/") for lib in _LIBRARIES) or "ipykernel" in filename
+
+
+def _student_traceback(exc: BaseException, frames_shown: int = 6) -> str:
+    """The student's own frames of ``exc``'s traceback, innermost last, at most 78 columns a line."""
+    try:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if _is_student_frame(f.filename)]
+    except Exception:  # noqa: BLE001 - a traceback is a courtesy: never fail on it
+        return ""
+    if not frames:
+        return ""
+    lines = ["Traceback of your code (most recent call last):"]
+    if len(frames) > frames_shown:
+        lines.append(f"  ... {len(frames) - frames_shown} earlier calls not shown")
+        frames = frames[-frames_shown:]
+    for frame in frames:
+        cell = (frame.filename.startswith("<ipython-input") or "ipykernel" in frame.filename
+                or frame.filename == "<IPY-INPUT>")
+        where = "your cell" if cell else Path(frame.filename).name
+        lines.append(_clip(f"  {where}, line {frame.lineno}, in {frame.name}"))
+        if frame.line:
+            lines.append(_clip(f"    {frame.line.strip()}"))
+    return "\n".join(lines)  # the exception itself is in the hint that follows
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= WIDTH else line[: WIDTH - 3] + "..."
 
 
 def _where(exc: BaseException) -> str:
@@ -210,8 +413,33 @@ def describe(x: Any) -> str:
         return f"a tensor of shape {tuple(x.shape)} and dtype {x.dtype}"
     if isinstance(x, np.ndarray):
         return f"a NumPy array of shape {x.shape}"
-    text = repr(x)
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) > 10**30:
+        digits = int(abs(x).bit_length() * 0.30103)
+        return f"int {'-' if x < 0 else ''}10**{digits} or so, far too large"
+    try:
+        text = repr(x)
+    except Exception:  # noqa: BLE001 - a description must never fail
+        text = f"<a {type(x).__name__}>"
     return f"{type(x).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def safe_float(x: Any) -> float | None:
+    """``x`` as a float when it is one real number (int, float, NumPy scalar, one-element real
+    tensor or array), else None: never raises (``10**400``, complex, a bool, a string give None)."""
+    try:
+        if isinstance(x, (bool, np.bool_)):
+            return None
+        if isinstance(x, (int, np.integer)):
+            return float(x) if abs(int(x)) < 2**1000 else None
+        if isinstance(x, (float, np.floating)):
+            return float(x)
+        if isinstance(x, torch.Tensor) and x.numel() == 1 and not x.is_complex() and x.dtype != torch.bool:
+            return float(x.detach().reshape(()).double())
+        if isinstance(x, np.ndarray) and x.size == 1 and x.dtype.kind in "iuf":
+            return float(x.reshape(()))
+    except Exception:  # noqa: BLE001 - anything odd is not a number
+        return None
+    return None
 
 
 def require_tensor(got: Any, what: str = "a tensor") -> torch.Tensor:
@@ -260,26 +488,31 @@ def as_number(got: Any, call: str) -> float:
     """The student's answer as a float when it is one number (int, float, 0-d or 1-element tensor), or a hint."""
     if isinstance(got, (bool, np.bool_, str, bytes)):
         hint(f"{call} should return a number; it returned {describe(got)}.")
-    if isinstance(got, (int, float, np.integer, np.floating)):
-        return float(got)
-    if isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_complex() and got.dtype != torch.bool:
-        return float(got.detach().reshape(()))
+    if isinstance(got, (int, float, np.integer, np.floating)) or (
+            isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_complex() and got.dtype != torch.bool):
+        value = safe_float(got)
+        if value is None:
+            hint(f"{call} returned {describe(got)}, too large to be a float.", generic=True)
+        return value
     hint(f"{call} should return one number; it returned {describe(got)}.")
     raise AssertionError  # unreachable
 
 
 def as_count(got: Any, call: str) -> int:
     """The student's answer as an exact whole number, or a hint (never truncates: 12.7 is not 12)."""
-    if isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_floating_point() and got.dtype != torch.bool:
+    if (isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_floating_point() and not got.is_complex()
+            and got.dtype != torch.bool):
         return int(got.item())
     if isinstance(got, (bool, np.bool_)):
         hint(f"{call} returned {got!r}, a bool; return the number of parameters, an int.")
     if isinstance(got, (int, np.integer)):
         return int(got)
-    if isinstance(got, (float, np.floating)) or (isinstance(got, torch.Tensor) and got.numel() == 1):
+    if isinstance(got, (float, np.floating)) or (
+            isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_complex()):
         value = float(got)
         if math.isfinite(value) and value == int(value):
-            return int(value)
+            hint(f"{call} returned {value!r}, a float: a count of parameters is an int. Use // for integer "
+                 "division (d_model // n_heads), not /, which always gives a float.")
         hint(f"{call} returned {value!r}, which is not a whole number: a count of parameters is an "
              "integer. Use // for integer division, or check where a fraction comes from.")
     hint(f"{call} should return a whole number; it returned {describe(got)}.")

@@ -4,30 +4,22 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 
-import companion.attention as _attention
 from companion.attention import causal_mask, padding_mask
 
-from ._core import StudentError, attempt, checker, close, first_difference, hint, passed, recording, require_tensor
+from ._core import (StudentError, attempt, checker, close, first_difference, hint, library, passed, require_tensor,
+                    source_facts,
+                    uses_companion)
+from .rules import watch
 
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-#: The library softmaxes that exercise 2.1 asks the student to do without (each call is recorded).
-_LIBRARY_SOFTMAX = {
-    "torch.softmax": (torch, "softmax"),
-    "torch.nn.functional.softmax": (F, "softmax"),
-    "Tensor.softmax": (torch.Tensor, "softmax"),
-    "torch.special.softmax": (torch.special, "softmax"),
-    "torch.log_softmax": (torch, "log_softmax"),
-    "torch.nn.functional.log_softmax": (F, "log_softmax"),
-    "Tensor.log_softmax": (torch.Tensor, "log_softmax"),
-    "torch.special.log_softmax": (torch.special, "log_softmax"),
-    "companion.attention.softmax": (_attention, "softmax"),
-}
+#: The library softmaxes that exercise 2.1 asks the student to do without (canonical names of
+#: rules.canonical: torch.softmax, Tensor.softmax, F.softmax, nn.Softmax, torch.special.softmax, ...).
+_LIBRARY_SOFTMAX = ("softmax", "log_softmax", "_softmax", "_log_softmax")
 
 
 @checker("Exercise 2.1")
@@ -36,12 +28,13 @@ def stable_softmax(my_softmax) -> None:
     x = torch.tensor([[1.0, 2.0, 3.0], [0.5, 0.5, -1.0], [2.0, -3.0, 0.0], [1.0, 1.0, 1.0]])
     expected = torch.softmax(x, dim=-1)
     big = torch.tensor([[1000.0, 999.0, 0.0], [-1000.0, -1001.0, -2000.0]])
-    with recording(_LIBRARY_SOFTMAX) as calls:
+    with watch() as seen:
         got, error = attempt(my_softmax, x.clone())
         if error is None:
             got_big, error = attempt(my_softmax, big.clone())
+    calls = seen.called(*_LIBRARY_SOFTMAX) + uses_companion(seen, source_facts(my_softmax), "companion.attention")
     if calls:
-        hint(f"your function calls {calls[0]}; the exercise is to write the softmax yourself, with "
+        hint(f"your function calls {library(calls[0])}; the exercise is to write the softmax yourself, with "
              "torch.exp, amax and sum (subtract each row's maximum, exponentiate, divide by the row sum).")
     if error is not None:
         if isinstance(error, RuntimeError) and "must match the size" in str(error):
@@ -79,6 +72,20 @@ def stable_softmax(my_softmax) -> None:
     if not close(got_big, torch.softmax(big, -1)):
         hint("with scores around ±1000 some rows come out wrong: subtract each row's own maximum "
              "(x.amax(dim=-1, keepdim=True)) before exponentiating.")
+    g = _gen(21)
+    for shape, dtype, scale in (((1, 1), torch.float32, 1.0), ((3, 7), torch.float64, 50.0),
+                                ((6, 2), torch.float32, 300.0), ((2, 5), torch.float64, 1e-3)):
+        x = torch.randn(*shape, generator=g, dtype=dtype) * scale
+        x[0] += 500.0 if shape[0] > 1 else 0.0  # rows far apart: one global maximum does not do
+        with watch() as seen:
+            out = require_tensor(my_softmax(x.clone()))
+        calls = seen.called(*_LIBRARY_SOFTMAX)
+        if calls:
+            hint(f"your function calls {library(calls[0])}; the exercise is to write the softmax yourself, with "
+                 "torch.exp, amax and sum.")
+        if not close(out, torch.softmax(x, -1), rtol=1e-4, atol=1e-6):
+            hint(f"right on the examples, but not on a random {shape[0]}×{shape[1]} {dtype} input: "
+                 f"{first_difference(out, torch.softmax(x, -1))}.", generic=True)
     passed("stable: subtracting the row maximum keeps every exponent at or below 0.")
 
 

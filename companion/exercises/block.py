@@ -32,6 +32,17 @@ def feed_forward(my_feed_forward) -> None:
              generic=True)
     right = torch.relu(x @ W1 + b1) @ W2 + b2
     if close(out, right):
+        for n, d, d_ff, scale, dtype in ((1, 3, 2, 1.0, torch.float64), (6, 8, 5, 10.0, torch.float32)):
+            x = torch.randn(n, d, generator=g, dtype=dtype) * scale  # scale 10: hidden units far above 6
+            W1, W2 = torch.randn(d, d_ff, generator=g, dtype=dtype), torch.randn(d_ff, d, generator=g, dtype=dtype)
+            b1, b2 = torch.randn(d_ff, generator=g, dtype=dtype), torch.randn(d, generator=g, dtype=dtype)
+            out = require_tensor(my_feed_forward(x.clone(), W1.clone(), b1.clone(), W2.clone(), b2.clone()))
+            right = torch.relu(x @ W1 + b1) @ W2 + b2
+            if not close(out, right, rtol=1e-4, atol=1e-4):
+                if close(out, torch.clamp(x @ W1 + b1, 0, 6) @ W2 + b2, rtol=1e-4, atol=1e-4):
+                    hint("the ReLU has no upper bound: max(0, h), not ReLU6's min(max(0, h), 6).")
+                hint(f"right on the first example, but not for x of shape {(n, d)} and d_ff = {d_ff} ({dtype}): "
+                     f"{first_difference(out, right)}.", generic=True)
         passed("two linear layers with a ReLU between them, applied to every token alike.")
     mistakes = [
         ((x @ W1 + b1) @ W2 + b2, "the ReLU between the two layers is missing: without it the two layers "

@@ -145,6 +145,10 @@ def beam_step(my_beam_step) -> None:
     next_probs = torch.tensor([[0.05, 0.25, 0.20, 0.50],   # beam 0 (yes): </s> (id 3) is likely
                                [0.05, 0.10, 0.80, 0.05]], dtype=torch.float64)  # beam 1 (ok): ok is strong
     cases = [(beam_scores, next_probs, 2, 3)]
+    # ranked: alive, end, end, alive: the second end candidate (rank 3, beyond the first k = 2) still
+    # counts, because the beam is not full before it (a rule that looks at the first k only misses it)
+    cases.append((torch.tensor([0.6, 0.4], dtype=torch.float64).log(),
+                  torch.tensor([[0.35, 0.55, 0.10], [0.50, 0.05, 0.45]], dtype=torch.float64), 2, 0))
     g = torch.Generator().manual_seed(1)
     for n, V, k in ((3, 5, 3), (2, 6, 4)):
         cases.append((torch.randn(n, generator=g, dtype=torch.float64) - 2, torch.rand(n, V, generator=g, dtype=torch.float64).softmax(-1), k, 0))
@@ -347,6 +351,7 @@ def cached_attention(my_cached_attention) -> None:
     scores = (q @ k.transpose(-2, -1) / math.sqrt(d)).masked_fill(~mask, float("-inf"))
     full = torch.softmax(scores, dim=-1) @ v  # (B, T, d): full causal attention, every position at once
     cache = {"k": None, "v": None}
+    ambiguous = False
     for t in range(T):
         new = slice(t, t + 1)
         got = my_cached_attention(q[:, new].clone(), k[:, new].clone(), v[:, new].clone(), cache)
@@ -384,22 +389,40 @@ def cached_attention(my_cached_attention) -> None:
             hint(f"the output should have shape (B, 1, d) = {(B, 1, d)}, got {tuple(got.shape)}.", generic=True)
         if close(got, full[:, new]):
             continue
-        if close(got, _attend(q[:, new], k[:, : t + 1], v[:, : t + 1], scale=False)):
-            hint("you forgot the scale: divide the scores by sqrt(d) before the softmax.")
-        if t >= 1 and close(got, _attend(q[:, new], k[:, :t], v[:, :t])):
-            hint("the new token does not see itself: append its key and value to the cache first, then attend "
-                 "over everything in it.")
-        if t >= 1 and close(got, v[:, new]):
-            hint("the new query attends only to its own key: attend over every cached key, "
-                 "torch.cat([cache['k'], k_new], dim=1).")
         both = [torch.cat([k[:, : t + 1], k[:, new]], 1), torch.cat([v[:, : t + 1], v[:, new]], 1)]
-        if close(got, _attend(q[:, new], *both)):
-            hint("the new key is attended twice: it is already in the cache after you append it; attend over "
-                 "the cache alone.")
-        if close(got, v[:, : t + 1].sum(1, keepdim=True)):
-            hint("softmax over the wrong axis: each query's weights run over the keys, the last dimension of "
-                 "the (B, 1, t) scores.")
+        mistakes = [
+            (_attend(q[:, new], k[:, : t + 1], v[:, : t + 1], scale=False),
+             "you forgot the scale: divide the scores by sqrt(d) before the softmax."),
+            (_attend(q[:, new], *both), "the new key is attended twice: it is already in the cache after you "
+                                        "append it; attend over the cache alone."),
+            (v[:, : t + 1].sum(1, keepdim=True), "softmax over the wrong axis: each query's weights run over the "
+                                                 "keys, the last dimension of the (B, 1, t) scores."),
+        ]
+        if t >= 1:
+            mistakes += [
+                (_attend(q[:, new], k[:, :t], v[:, :t]),
+                 "the new token does not see itself: append its key and value to the cache first, then attend "
+                 "over everything in it."),
+                (v[:, new], "the new query attends only to its own key: attend over every cached key, "
+                            "torch.cat([cache['k'], k_new], dim=1)."),
+                (_attend(q[:, new], k[:, 1: t + 1], v[:, 1: t + 1]),
+                 "position 0 is missing from the keys and values you attend over: attend over the whole "
+                 "cache, cache['k'] and cache['v'] with every position from 0."),
+                (_attend(q[:, new], k[:, :1], v[:, :1]),
+                 "the new token sees only position 0: a causal mask built with tril() on the (1, t) scores of "
+                 "one query keeps only the first column. The new token may see every cached key, itself "
+                 "included, so it needs no mask."),
+            ]
+        matched = list(dict.fromkeys(message for wrong, message in mistakes if close(got, wrong)))
+        if len(matched) == 1:
+            hint(matched[0])
+        if len(matched) > 1 and t < T - 1:
+            ambiguous = True  # several mistakes give this output at this step: the next step tells them apart
+            continue
         hint(f"at step {t} the output differs from causal attention over positions 0..{t}: "
              f"{first_difference(got, full[:, new])}.", generic=True)
+    if ambiguous:
+        hint("the outputs differ from causal attention over the cached positions at an early step: "
+             "append the new key and value, then attend over every position in the cache.", generic=True)
     passed("each new token appends its key and value and attends over the cache: the same outputs as full "
            "causal attention, one token at a time.")

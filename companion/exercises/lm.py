@@ -6,10 +6,25 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._core import as_number, checker, close, describe, first_difference, hint, passed, recording, require_tensor
+from ._core import as_number, checker, close, describe, first_difference, hint, passed, require_tensor, source_facts
+from .rules import watch
 
-#: Exercise 7.1 asks for the loss by hand; the check compares with this library call.
-_LIBRARY_CROSS_ENTROPY = {"torch.nn.functional.cross_entropy": (F, "cross_entropy")}
+#: Exercises 7.1 and 10.2 ask for the loss by hand; the check compares with this library call
+#: (canonical name of rules.canonical: F.cross_entropy, nn.CrossEntropyLoss, any alias).
+_LIBRARY_CROSS_ENTROPY = ("cross_entropy",)
+
+
+def _ce_cases():
+    """(logits, targets, what) beyond the first case: shapes, dtypes, rows far apart, one position."""
+    g = torch.Generator().manual_seed(71)
+    cases = []
+    for (B, T, V), dtype in (((1, 1, 2), torch.float32), ((3, 4, 10), torch.float64), ((2, 9, 3), torch.float32)):
+        logits = torch.randn(B, T, V, generator=g, dtype=dtype) * 3
+        cases.append((logits, torch.randint(V, (B, T), generator=g), f"logits of shape {(B, T, V)} ({dtype})"))
+    # two rows thousands apart: subtracting one maximum for the whole tensor sends one row to -inf
+    far = torch.tensor([[[1000.0, 999.0, 998.0], [-1000.0, -1001.0, -999.0]]])
+    cases.append((far, torch.tensor([[0, 2]]), "two rows of logits near +1000 and -1000"))
+    return cases
 
 
 def _ce_case(seed: int = 7):
@@ -24,25 +39,53 @@ def cross_entropy(my_cross_entropy) -> None:
     """``my_cross_entropy(logits, targets)``: logits (B, T, V), targets (B, T) -> the mean over all
     B*T positions of -log softmax(logits)[target], a scalar tensor."""
     logits, targets = _ce_case()
-    with recording(_LIBRARY_CROSS_ENTROPY) as calls:
+    with watch() as seen:
         got = my_cross_entropy(logits.clone(), targets.clone())
-    if calls:
+    if seen.called(*_LIBRARY_CROSS_ENTROPY):
         hint("your function calls F.cross_entropy, which the check compares with: compute the loss "
              "yourself, -log_softmax(logits)[target] averaged over all positions.")
     expected = F.cross_entropy(logits.reshape(-1, 6), targets.reshape(-1))
     if isinstance(got, (float, int)) and not isinstance(got, bool) and close(got, expected):
         hint("return the loss as a tensor (a scalar, so that .backward() works), not a Python number.")
     got = require_tensor(got, "a tensor (a scalar)")
+    if got.is_complex() or got.dtype == torch.bool:
+        hint(f"return the loss as a real scalar tensor; you returned {describe(got)}.")
     if close(got, expected) or (got.numel() == 1 and close(got.reshape(()), expected)):
         big = torch.tensor([[[1000.0, 0.0, -1000.0]]])
-        value = require_tensor(my_cross_entropy(big, torch.tensor([[2]])), "a tensor (a scalar)")
+        with watch() as seen:
+            value = require_tensor(my_cross_entropy(big, torch.tensor([[2]])), "a tensor (a scalar)")
+        if value.is_complex() or value.numel() != 1:
+            hint(f"return one number, a scalar tensor; for logits (1, 1, 3) you returned {describe(value)}.")
         if not torch.isfinite(value).all():
             hint("right on ordinary logits, but logits of ±1000 give inf or nan: take the log-softmax with "
                  "torch.log_softmax (or subtract the row maximum) instead of log(softmax(...)).")
         if not close(value.reshape(-1)[:1], torch.tensor([2000.0])):
             hint("right on ordinary logits, but wrong for logits of ±1000: use torch.log_softmax, which "
                  "subtracts the row maximum, for -log p.")
+        for case_logits, case_targets, what in _ce_cases():
+            with watch() as seen_case:
+                value = require_tensor(my_cross_entropy(case_logits.clone(), case_targets.clone()),
+                                       "a tensor (a scalar)")
+            if seen_case.called(*_LIBRARY_CROSS_ENTROPY):
+                seen = seen_case
+                break
+            right = F.cross_entropy(case_logits.flatten(0, 1), case_targets.flatten())
+            if value.is_complex() or value.numel() != 1:
+                hint(f"return one number, a scalar tensor; for {what} you returned {describe(value)}.")
+            if close(value.reshape(()), right, rtol=1e-4, atol=1e-5):
+                continue
+            if not torch.isfinite(value).all():
+                hint(f"right on one row of ±1000, but for {what} your loss is {float(value.reshape(())):g}: "
+                     "subtract each row's own maximum (torch.log_softmax does), not one maximum for the "
+                     "whole tensor.")
+            hint(f"for {what} the loss should be {float(right):.4f}, yours is {float(value.reshape(())):.4f}.",
+                 generic=True)
+        if seen.called(*_LIBRARY_CROSS_ENTROPY):
+            hint("your function calls F.cross_entropy, which the check compares with: compute the loss "
+                 "yourself, -log_softmax(logits)[target] averaged over all positions.")
         passed(f"{float(got.reshape(())):.4f} nats, the same as torch.nn.functional.cross_entropy.")
+    if got.numel() == 0:
+        hint(f"return one number, the mean over positions (got an empty tensor of shape {tuple(got.shape)}).")
     probs = logits.softmax(-1)
     picked_logp = logits.log_softmax(-1).gather(-1, targets[..., None])[..., 0]  # (B, T)
     if got.numel() > 1:
@@ -81,40 +124,58 @@ def _ids(x) -> bool:
 def shift(my_shift) -> None:
     """``my_shift(window)``: window (B, T+1) of token ids -> (x, y), each (B, T), y the next token of x."""
     window = torch.arange(24).view(2, 12) * 7 % 23  # distinct ids in an order that is not sorted
-    out = my_shift(window.clone())
+    _check_shift(my_shift, window)
+    g = torch.Generator().manual_seed(72)
+    for B, T1 in ((1, 2), (3, 9), (5, 33)):
+        _check_shift(my_shift, torch.randint(1000, (B, T1), generator=g), random=True)
+    passed("x = window[:, :-1] and y = window[:, 1:]: every position is trained at once, on the true previous tokens.")
+
+
+def _check_shift(my_shift, window: torch.Tensor, random: bool = False) -> None:
+    B, T1 = window.shape
+    given = window.clone()
+    out = my_shift(given)
+    if not torch.equal(given, window):
+        hint("your function changed the window it was given; return new tensors (slices) and leave the "
+             "input as it was.")
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         hint(f"return a pair (x, y); you returned {describe(out)}.")
     x, y = out
     if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
         hint(f"x and y must be tensors of token ids; you returned {describe(x)} and {describe(y)}.")
-    if tuple(x.shape) != (2, 11) or tuple(y.shape) != (2, 11):
-        if tuple(x.shape) == (2, 12) or tuple(y.shape) == (2, 12):
+    if tuple(x.shape) != (B, T1 - 1) or tuple(y.shape) != (B, T1 - 1):
+        if tuple(x.shape) == (B, T1) or tuple(y.shape) == (B, T1):
             hint("x and y should each be ONE shorter than the window: x drops the last token, y the first.")
-        if tuple(x.shape) == (1, 12) or tuple(y.shape) == (1, 12):
+        if B > 1 and (tuple(x.shape) == (B - 1, T1) or tuple(y.shape) == (B - 1, T1)):
             hint("you cut along the batch dimension (dim 0); shift along time, dim 1: window[:, :-1] and window[:, 1:].")
-        hint(f"expected x and y of shape (2, 11), got {tuple(x.shape)} and {tuple(y.shape)}.", generic=True)
+        hint(f"for a window of shape {(B, T1)} expected x and y of shape {(B, T1 - 1)}, got {tuple(x.shape)} "
+             f"and {tuple(y.shape)}.", generic=True)
     if not (_ids(x) and _ids(y)):
         hint("keep the token ids as integers (dtype torch.long): slicing the window keeps its dtype.")
-    if torch.equal(x, window[:, 1:]) and torch.equal(y, window[:, :-1]):
+    if x.dtype != window.dtype or y.dtype != window.dtype:
+        hint(f"keep the window's dtype, {window.dtype} (a LongTensor, as the embedding and the loss expect); "
+             f"yours are {x.dtype} and {y.dtype}. Slicing keeps the dtype: window[:, :-1], window[:, 1:].")
+    if T1 > 2 and torch.equal(x, window[:, 1:]) and torch.equal(y, window[:, :-1]):
         hint("x and y are swapped: the input is the window without its LAST token, the target the window "
              "without its FIRST token (the next character at each position).")
-    if torch.equal(x, y):
+    if torch.equal(x, y) and not torch.equal(window[:, :-1], window[:, 1:]):
         hint("x and y are the same: the target at position t must be the token at t+1 (shift by one).")
     if torch.equal(x, window[:, :-1]) and torch.equal(y, window[:, 1:]):
-        passed("x = window[:, :-1] and y = window[:, 1:]: every position is trained at once, on the true previous tokens.")
+        return
     if torch.equal(x.flatten(), window.flatten()[:-2]) or torch.equal(y.flatten(), window.flatten()[1:-1]) or torch.equal(
             y.flatten(), window.flatten()[2:]):
         hint("shift along the time dimension (dim 1) of each row, not along the flattened batch.")
     if torch.equal(x, window[:, :-1]) and torch.equal(y, window[:, :-1].roll(-1, 1)):
         hint("torch.roll wraps around: the last target becomes the first token. Slice instead: y = window[:, 1:].")
-    hint("y[:, t] should equal x[:, t + 1] inside the window: x = window without its last column, y without "
-         "its first.", generic=True)
+    where = f" (for a random window of shape {(B, T1)})" if random else ""
+    hint(f"y[:, t] should equal x[:, t + 1] inside the window{where}: x = window without its last column, y "
+         "without its first.", generic=True)
 
 
 @checker("Exercise 7.3")
 def bits_per_char(my_bits) -> None:
     """``my_bits(nats)``: a loss in nats per character (a float) -> the same loss in bits per character."""
-    cases = (1.0, 1.5, 2.75)
+    cases = (1.0, 1.5, 2.75, 0.0137, 4.2)
     answers = [as_number(my_bits(nats), f"my_bits({nats})") for nats in cases]
     expected = [nats / math.log(2) for nats in cases]
     if close(answers, expected):
@@ -216,7 +277,7 @@ _TRAIN_MISTAKES = {
 _BY_PARAMETERS = ("no_zero", "targets_x", "clip_fixed")
 
 
-@checker("Exercise 7.5")
+@checker("Exercise 7.5", companion_given=True)
 def train_step(my_train_step) -> None:
     """``my_train_step(model, optimizer, x, y, max_norm) -> float``: one step of training.
 
@@ -304,7 +365,27 @@ def _gpt_forward(model, idx, *, pos="arange", start=0, final_norm=True, causal=T
     return model.head(x)  # (B, T, V)
 
 
-@checker("Exercise 7.4")
+def _watched(cls):
+    """A subclass of the model's class whose forward counts its calls (model(idx) reaches it too)."""
+
+    class Watched(cls):
+        def forward(self, *args, **kwargs):
+            self._course_forward_calls += 1
+            return super().forward(*args, **kwargs)
+
+    Watched.__name__ = Watched.__qualname__ = cls.__name__
+    return Watched
+
+
+def _names_forward(facts) -> bool:
+    """The source calls the model's forward by name: model.forward, GPT.forward, type(model).forward."""
+    chains = [c for c in facts.chains if c.endswith(".forward") or c.endswith(".__call__")]
+    rooted_elsewhere = [c for c in chains if c.split(".")[0] not in ("model", "GPT", "self", "m", "gpt", "net")]
+    return bool(set(chains) - set(rooted_elsewhere)) or (
+        ("forward" in facts.attributes or "__call__" in facts.attributes) and not chains)
+
+
+@checker("Exercise 7.4", companion_given=True)
 def gpt_forward(my_gpt_forward) -> None:
     """``my_gpt_forward(model, idx)``: logits (B, T, V) from the GPT's parts, equal to ``model(idx)[0]``.
 
@@ -318,9 +399,11 @@ def gpt_forward(my_gpt_forward) -> None:
     idx = torch.randint(16, (2, 7), generator=g)
     with torch.no_grad():
         expected = model(idx)[0]
-    with recording({"model(idx)": (model, "forward")}) as calls, torch.no_grad():
+    model.__class__ = _watched(type(model))  # model(idx) and type(model).forward(...) leave a mark
+    model._course_forward_calls = 0
+    with torch.no_grad():
         got = my_gpt_forward(model, idx.clone())
-    if calls:
+    if model._course_forward_calls or _names_forward(source_facts(my_gpt_forward)):
         hint("you called the model itself, model(idx), which the check compares with: build the forward "
              "pass from its parts (tok_emb, pos_emb, blocks, final_norm, head).")
     if isinstance(got, tuple) and got and close(got[0], expected):

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 
-from ._core import as_count, checker, close, first_difference, hint, passed, require_tensor
+from ._core import as_count, checker, close, first_difference, hint, passed, require_tensor, source_facts
 
 
 @checker("Exercise 3.1")
@@ -101,6 +102,20 @@ def multi_head(my_multi_head) -> None:
         answers.append(got)
     expected = [_reference(*args) for args in cases]
     if all(close(got, e, rtol=1e-4, atol=1e-5) for got, e in zip(answers, expected)):
+        for B, T, d, h, dtype in ((3, 1, 8, 8, torch.float64), (2, 7, 10, 2, torch.float64)):
+            x = torch.randn(B, T, d, generator=g, dtype=dtype)
+            Ws = [torch.randn(d, d, generator=g, dtype=dtype) / math.sqrt(d) for _ in range(4)]
+            got = require_tensor(my_multi_head(x.clone(), *(W.clone() for W in Ws), h))
+            right = _reference(x, *Ws, h)
+            if not close(got, right, rtol=1e-4, atol=1e-6):
+                hint(f"right on the first examples, but not for x of shape {(B, T, d)} with {h} heads ({dtype}): "
+                     f"{first_difference(got, right)}.", generic=True)
+        over_heads = [it for it in source_facts(my_multi_head).loop_iters
+                      if re.search(r"head|\brange\(\s*h\b|unbind|chunk|split", it)]
+        if over_heads:
+            hint(f"the values are right, but your code loops over the heads (`for ... in {over_heads[0]}`): the "
+                 "exercise asks to attend in all heads at once, with one batched matrix product over the "
+                 "(B, h, T, d_head) tensors.")
         passed("project, split into heads, attend in every head at once, merge, project back with W_O.")
     for got, e in zip(answers, expected):
         if got.shape != e.shape:

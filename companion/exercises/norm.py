@@ -11,16 +11,18 @@ import torch
 
 import torch.nn.functional as F
 
-from ._core import checker, close, first_difference, hint, passed, recording, require_tensor
+from ._core import (checker, close, first_difference, hint, library, passed, require_tensor, source_facts,
+                    uses_companion)
+from .rules import watch
 
 __all__ = ["layer_norm", "batch_norm", "rms_norm"]
 
 
-def _inputs(seed: int = 0):
+def _inputs(seed: int = 0, n: int = 5, d: int = 6):
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(5, 6, generator=g, dtype=torch.float64) * 2 + 1  # 5 tokens (rows), 6 features
-    weight = torch.randn(6, generator=g, dtype=torch.float64)
-    bias = torch.randn(6, generator=g, dtype=torch.float64)
+    x = torch.randn(n, d, generator=g, dtype=torch.float64) * 2 + 1  # n tokens (rows), d features
+    weight = torch.randn(d, generator=g, dtype=torch.float64)
+    bias = torch.randn(d, generator=g, dtype=torch.float64)
     return x, weight, bias
 
 
@@ -30,12 +32,10 @@ def _normalize(x, dim, eps, unbiased=False, eps_outside=False):
     return (x - mean) / (var.sqrt() + eps) if eps_outside else (x - mean) / torch.sqrt(var + eps)
 
 
-#: Exercise 4.1 asks for LayerNorm from the formula, not the library's (nn.LayerNorm calls F.layer_norm).
-_LIBRARY_LAYER_NORM = {
-    "torch.nn.functional.layer_norm": (F, "layer_norm"),
-    "torch.layer_norm": (torch, "layer_norm"),
-    "torch.nn.functional.group_norm": (F, "group_norm"),
-}
+#: Exercise 4.1 asks for LayerNorm with tensor arithmetic, not the library's (canonical names of
+#: rules.canonical: F.layer_norm, torch.layer_norm and nn.LayerNorm are all "layer_norm").
+_LIBRARY_LAYER_NORM = ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "instance_norm",
+                       "batch_norm", "native_batch_norm", "rms_norm", "_fused_rms_norm")
 
 
 def _output(out, x) -> torch.Tensor:
@@ -50,12 +50,14 @@ def _output(out, x) -> torch.Tensor:
 @checker("Exercise 4.1")
 def layer_norm(my_layer_norm) -> None:
     """``my_layer_norm(x, weight, bias, eps)``: x ``(n, d)`` -> ``(n, d)``, each row normalized."""
-    for seed, eps in [(0, 1e-5), (1, 0.5)]:  # a large eps makes "eps outside the sqrt" visible
-        x, w, b = _inputs(seed)
-        with recording(_LIBRARY_LAYER_NORM) as calls:
+    # a large eps makes "eps outside the sqrt" visible; random shapes beyond the first
+    for seed, eps, (n, d) in [(0, 1e-5, (5, 6)), (1, 0.5, (5, 6)), (4, 1e-5, (3, 11)), (5, 1e-3, (9, 2))]:
+        x, w, b = _inputs(seed, n, d)
+        with watch() as seen:
             out = my_layer_norm(x.clone(), w.clone(), b.clone(), eps)
+        calls = seen.called(*_LIBRARY_LAYER_NORM) + uses_companion(seen, source_facts(my_layer_norm))
         if calls:
-            hint(f"your function calls {calls[0]}; the exercise is to write LayerNorm from its formula "
+            hint(f"your function calls {library(calls[0])}; the exercise is to write LayerNorm from its formula "
                  "with tensor arithmetic: (x - mean) / sqrt(var + eps) * weight + bias, per row.")
         out = _output(out, x)
         right = _normalize(x, -1, eps) * w + b
@@ -94,8 +96,8 @@ def layer_norm(my_layer_norm) -> None:
 @checker("Exercise 4.2")
 def batch_norm(my_batch_norm) -> None:
     """``my_batch_norm(x, eps)``: x ``(n, d)`` -> ``(n, d)``, each column normalized over the rows."""
-    for seed, eps in [(0, 1e-5), (2, 0.5)]:
-        x, _, _ = _inputs(seed)
+    for seed, eps, (n, d) in [(0, 1e-5, (5, 6)), (2, 0.5, (5, 6)), (6, 1e-5, (3, 11)), (7, 1e-3, (9, 2))]:
+        x, _, _ = _inputs(seed, n, d)
         out = _output(my_batch_norm(x.clone(), eps), x)
         right = _normalize(x, 0, eps)
         if close(out, right):
@@ -124,8 +126,8 @@ def batch_norm(my_batch_norm) -> None:
 @checker("Exercise 4.3")
 def rms_norm(my_rms_norm) -> None:
     """``my_rms_norm(x, weight, eps)``: x ``(n, d)`` -> ``(n, d)``, ``x / sqrt(mean(x**2) + eps) * weight``."""
-    for seed, eps in [(0, 1e-6), (3, 0.5)]:
-        x, w, _ = _inputs(seed)
+    for seed, eps, (n, d) in [(0, 1e-6, (5, 6)), (3, 0.5, (5, 6)), (8, 1e-6, (3, 11)), (9, 1e-3, (9, 2))]:
+        x, w, _ = _inputs(seed, n, d)
         out = _output(my_rms_norm(x.clone(), w.clone(), eps), x)
         ms = x.pow(2).mean(-1, keepdim=True)
         right = x / torch.sqrt(ms + eps) * w

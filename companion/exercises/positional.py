@@ -1,7 +1,8 @@
 """Checkers for chapter 5, *Positional encoding*.
 
-They recognize the classic slips in the sinusoidal table (sine and cosine swapped, sines and
-cosines in two halves instead of interleaved, the exponent ``j/D`` or ``k/D`` instead of ``2j/D``,
+They recognize the classic slips in the sinusoidal table (sine and cosine swapped, the other
+layout convention (sines and cosines in two halves, equivalent up to a permutation of the columns)
+where the exercise asks for the interleaved one, the exponent ``j/D`` or ``k/D`` instead of ``2j/D``,
 multiplying by ``c**(2j/D)`` instead of dividing, positions counted from 1), the transposed rotation of the
 shift property, and the cross terms of the ``q_i . k_j`` expansion put in the wrong order.
 """
@@ -11,7 +12,8 @@ import math
 
 import torch
 
-from ._core import checker, close, describe, first_difference, hint, passed
+from ._core import checker, close, describe, first_difference, hint, passed, source_facts, uses_companion
+from .rules import watch
 
 __all__ = ["sinusoidal", "shift_block", "score_terms"]
 
@@ -38,12 +40,20 @@ def _halves(T: int, D: int) -> torch.Tensor:
     return torch.cat([P[:, 0::2], P[:, 1::2]], dim=1)
 
 
-def _as_tensor(out, call: str) -> torch.Tensor:
-    """The student's table or matrix as a float64 tensor, or a hint (never an error of ours)."""
+def _as_tensor(out, call: str, not_tensors: list | None = None) -> torch.Tensor:
+    """The student's table or matrix as a tensor, or a hint (never an error of ours).
+
+    The exercises ask for a tensor: a NumPy array or a list is checked for its values first (the
+    more useful hint), and noted in ``not_tensors`` for :func:`_require_tensors` at the end.
+    """
     if isinstance(out, torch.Tensor):
         if out.is_complex() or out.dtype == torch.bool:
             hint(f"{call} should return real numbers; it returned {describe(out)}.")
         return out
+    if out is None:
+        hint(f"{call} should return a tensor; it returned None: did you forget the `return`?")
+    if not_tensors is not None:
+        not_tensors.append((call, describe(out)))
     try:
         return torch.as_tensor(out, dtype=torch.float64)
     except Exception:  # noqa: BLE001 - whatever the student returned is not a table of numbers
@@ -54,13 +64,29 @@ def _as_tensor(out, call: str) -> torch.Tensor:
 @checker("Exercise 5.1")
 def sinusoidal(my_sinusoidal) -> None:
     """``my_sinusoidal(T, D)`` -> ``(T, D)`` with ``P[i,2j] = sin(i/10000**(2j/D))``, ``P[i,2j+1] = cos(...)``."""
-    for T, D in ((50, 16), (9, 6)):  # two sizes: a table built for one D only fits that one
-        _check_sinusoidal(my_sinusoidal, T, D)
+    facts = source_facts(my_sinusoidal)
+    # several sizes: a table built for one D only fits that one
+    not_tensors: list = []
+    with watch() as seen:
+        for T, D in ((50, 16), (9, 6), (1, 2), (3, 40)):
+            _check_sinusoidal(my_sinusoidal, T, D, not_tensors)
+    _require_tensors(not_tensors)
+    companion = uses_companion(seen, facts)
+    if companion:
+        hint(f"the table is right, but the exercise asks for it without the companion, and your code uses "
+             f"{', '.join(companion[:2])}: build it from torch.arange, torch.sin and torch.cos (or loops).")
     passed("sine on even features, cosine on odd ones, one frequency per pair.")
 
 
-def _check_sinusoidal(my_sinusoidal, T: int, D: int) -> None:
-    out = _as_tensor(my_sinusoidal(T, D), f"my_sinusoidal({T}, {D})")
+def _require_tensors(not_tensors: list) -> None:
+    if not_tensors:
+        call, what = not_tensors[0]
+        hint(f"the values are right, but {call} should return a tensor (a torch tensor); it returned {what}. "
+             "Build it with torch functions or torch.tensor(...).")
+
+
+def _check_sinusoidal(my_sinusoidal, T: int, D: int, not_tensors: list) -> None:
+    out = _as_tensor(my_sinusoidal(T, D), f"my_sinusoidal({T}, {D})", not_tensors)
     if tuple(out.shape) == (D, T):
         hint(f"the table is transposed: my_sinusoidal({T}, {D}) has one row per position, shape ({T}, {D}).")
     if tuple(out.shape) != (T, D):
@@ -86,9 +112,10 @@ def _check_sinusoidal(my_sinusoidal, T: int, D: int) -> None:
         hint("both columns of a pair share one frequency: the exponent uses 2j with j = column // 2 "
              "(0, 0, 2, 2, 4, 4, ... over D), not the column index itself.")
     if close(out, _halves(T, D), atol=1e-5):
-        hint("the sines and cosines must be interleaved: column 2j holds a sine and column 2j + 1 the cosine "
-             "of the same frequency. You put all the sines in the first half and all the cosines in the "
-             "second (P[:, 0::2] = sin, P[:, 1::2] = cos).")
+        hint("your table uses the other common layout: all the sines in the first half of the columns, "
+             "all the cosines in the second (as tensor2tensor does). Both layouts are conventions, the "
+             "same table up to a permutation of the columns; this exercise asks for the paper's interleaved "
+             "one: column 2j holds the sine and column 2j + 1 the cosine of the same frequency.")
     if close(out, _table(T, D, multiply=True), atol=1e-5):
         hint("divide the position by c**(2j/D) (or multiply by c**(-2j/D)): the frequencies must fall from 1 "
              "towards 1/c, not grow.")
@@ -112,8 +139,9 @@ def _check_sinusoidal(my_sinusoidal, T: int, D: int) -> None:
 @checker("Exercise 5.2")
 def shift_block(my_shift_block) -> None:
     """``my_shift_block(k, w)`` -> ``(2, 2)`` tensor ``R`` with ``[sin(wi), cos(wi)] @ R == [sin(w(i+k)), cos(w(i+k))]``."""
-    for k, w in [(3, 0.5), (-2, 0.1), (5, 1.0)]:
-        R = _as_tensor(my_shift_block(k, w), f"my_shift_block({k}, {w})").double()
+    not_tensors: list = []
+    for k, w in [(3, 0.5), (-2, 0.1), (5, 1.0), (0, 0.7), (17, 0.013)]:
+        R = _as_tensor(my_shift_block(k, w), f"my_shift_block({k}, {w})", not_tensors).double()
         if tuple(R.shape) != (2, 2):
             hint(f"return a 2 x 2 matrix (got shape {tuple(R.shape)}).", generic=True)
         a = k * w
@@ -132,6 +160,7 @@ def shift_block(my_shift_block) -> None:
             hint("that is the identity: a shift by k must rotate each pair by the angle k * w.")
         hint("use sin(a + b) = sin a cos b + cos a sin b and cos(a + b) = cos a cos b - sin a sin b with b = k w: "
              f"for k={k}, w={w}, {first_difference(R, right, 'R')}.", generic=True)
+    _require_tensors(not_tensors)
     passed("a shift by k rotates every (sin, cos) pair by k times its frequency, whatever the position.")
 
 
@@ -139,8 +168,12 @@ def shift_block(my_shift_block) -> None:
 def score_terms(my_score_terms) -> None:
     """``my_score_terms(x_i, p_i, x_j, p_j, W_q, W_k)`` -> the four terms (content-content,
     content-position, position-content, position-position) whose sum is ``q_i . k_j``."""
-    g = torch.Generator().manual_seed(5)
-    d, d_k = 6, 4
+    for seed, d, d_k in ((5, 6, 4), (15, 3, 7), (25, 16, 1)):
+        score = _check_score_terms(my_score_terms, torch.Generator().manual_seed(seed), d, d_k)
+    passed(f"the four terms add up to q_i . k_j = {score:.4f}; only the last one depends on positions alone.")
+
+
+def _check_score_terms(my_score_terms, g, d, d_k):
     x_i, p_i, x_j, p_j = torch.randn(4, d, generator=g, dtype=torch.float64)
     W_q, W_k = torch.randn(2, d, d_k, generator=g, dtype=torch.float64)
     terms = my_score_terms(*(t.clone() for t in (x_i, p_i, x_j, p_j, W_q, W_k)))
@@ -156,7 +189,7 @@ def score_terms(my_score_terms) -> None:
     right = [float(u @ A @ v) for u, v in [(x_i, x_j), (x_i, p_j), (p_i, x_j), (p_i, p_j)]]
     score = float(((x_i + p_i) @ W_q) @ ((x_j + p_j) @ W_k))
     if close(terms, right):
-        passed(f"the four terms add up to q_i . k_j = {score:.4f}; only the last one depends on positions alone.")
+        return score
     if close(sum(terms), score):
         if close(terms, [right[0], right[2], right[1], right[3]]):
             hint("the two cross terms are swapped: the second term pairs the query's content x_i with the key's position p_j.")

@@ -13,11 +13,12 @@ as a set, matches not clipped, whitespace kept, precision and recall swapped.
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 
 import torch
 
-from ._core import checker, close, hint, passed
+from ._core import checker, close, describe, hint, passed
 
 __all__ = ["teacher_forcing", "masked_cross_attention", "char_ngram_precision_recall"]
 
@@ -35,8 +36,15 @@ def _as_long_pair(out):
         if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
             hint(f"`{name}` must hold integer token ids (dtype torch.long), not {t.dtype}: embeddings are looked up "
                  "by integer index.")
-        pair.append(t.long())
+        pair.append(t)
     return pair
+
+
+def _require_long(dtypes) -> None:
+    for name, dtype in zip(("tgt_in", "tgt_out"), dtypes):
+        if dtype != torch.long:
+            hint(f"the values are right, but `{name}` must be a LongTensor (dtype torch.long), not {dtype}: "
+                 "torch.tensor of Python ints and torch.full(..., dtype=torch.long) give one.")
 
 
 def _forcing(targets, bos, eos, pad, *, variant=None):
@@ -55,6 +63,8 @@ def _forcing(targets, bos, eos, pad, *, variant=None):
             out = [bos] + y
         elif variant == "pad with eos":
             fill_in = fill_out = eos
+        elif variant == "pad with 0":
+            fill_in = fill_out = 0
         elif variant == "ignore index":
             fill_out = -100
         rows_in.append(inp + [fill_in] * (T - len(inp)))
@@ -68,14 +78,23 @@ def _forcing(targets, bos, eos, pad, *, variant=None):
 @checker("Exercise 9.1")
 def teacher_forcing(my_teacher_forcing) -> None:
     """``my_teacher_forcing(targets, bos_id, eos_id, pad_id) -> (tgt_in, tgt_out)``, both ``(B, T)``."""
-    cases = [([[5, 6, 7], [8], [9, 10, 11, 12]], 1, 2, 0), ([[7, 7], [3, 4, 5, 6, 8]], 2, 0, 9)]
+    cases = [([[5, 6, 7], [8], [9, 10, 11, 12]], 1, 2, 0), ([[7, 7], [3, 4, 5, 6, 8]], 2, 4, 9)]
+    rng = random.Random(91)
+    for B, bos, eos, pad in ((5, 3, 1, 2), (1, 0, 13, 14), (4, 20, 21, 22)):
+        targets = [[rng.randrange(30) for _ in range(rng.randrange(7))] for _ in range(B)]
+        targets[0].append(rng.randrange(30))  # at least one token somewhere
+        cases.append((targets, bos, eos, pad))
+    cases.append(([[], [6, 5]], 1, 2, 0))  # an empty target: only <s> in, only </s> out
     for targets, bos, eos, pad in cases:
         want_in, want_out = _forcing(targets, bos, eos, pad)
         got = my_teacher_forcing([list(y) for y in targets], bos, eos, pad)
         got_in, got_out = _as_long_pair(got)
+        dtypes = (got_in.dtype, got_out.dtype)
+        got_in, got_out = got_in.long(), got_out.long()
         B, T = want_in.shape
         if got_in.shape == want_in.shape and got_out.shape == want_out.shape:
             if torch.equal(got_in, want_in) and torch.equal(got_out, want_out):
+                _require_long(dtypes)
                 continue
             if torch.equal(got_in, want_out) and torch.equal(got_out, want_in):
                 hint("you returned the pair the other way round: first the decoder's input `<s> y`, then the "
@@ -87,21 +106,24 @@ def teacher_forcing(my_teacher_forcing) -> None:
                               "the left, `y </s>`, so that position t, having read `<s> y_1 .. y_t`, predicts y_(t+1)."),
                 ("no eos", "the targets must end with `</s>` (`eos_id`): a model never trained to predict the end "
                            "cannot stop when it generates."),
+                ("pad with 0", f"pad with the `pad_id` you are given (here {pad}), not a fixed 0."),
                 ("pad with eos", "pad with `pad_id`, not `eos_id`: a row has one `</s>`, after its last token; the "
                                  "rest is padding, which the loss ignores."),
                 ("ignore index", "pad both tensors with `pad_id` (the model's loss ignores `pad_id` targets), not -100."),
                 ("left pad", "pad on the right: position 0 of every row must be `<s>` so that all rows start "
                              "together, and causality keeps real positions from seeing the padding after them."),
             ]:
+                if variant == "pad with 0" and pad == 0 or variant == "pad with eos" and eos in (0, pad):
+                    continue  # the same tensors as the right answer, or as another mistake: not told apart here
                 wrong_in, wrong_out = _forcing(targets, bos, eos, pad, variant=variant)
                 if wrong_in.shape == got_in.shape and torch.equal(got_in, wrong_in) and torch.equal(got_out, wrong_out):
                     hint(message)
             if not torch.equal(got_in, want_in):
+                if torch.equal(got_in[:, 0], torch.full((B,), 1)) and bos != 1:
+                    hint(f"use the `bos_id` argument (here {bos}), not a fixed id.")
                 if bool((got_in == eos).any()) and eos not in (bos, pad):
                     hint("`</s>` appears in the decoder's input: it is only ever a target (nothing is predicted "
                          "after the end).")
-                if torch.equal(got_in[:, 0], torch.full((B,), 1)) and bos != 1:
-                    hint(f"use the `bos_id` argument (here {bos}), not a fixed id.")
                 hint(f"for targets={targets}, bos_id={bos}, eos_id={eos}, pad_id={pad} the input is "
                      f"{want_in.tolist()}, you returned {got_in.tolist()}.", generic=True)
             hint(f"for targets={targets}, bos_id={bos}, eos_id={eos}, pad_id={pad} the targets are "
@@ -215,7 +237,9 @@ def masked_cross_attention(my_cross_attention) -> None:
 # ------------------------------------------------------------------------------- Exercise 9.3
 def _prf(hyp, ref, n, *, variant=None):
     """Character n-gram precision and recall (chrF's statistics for one order) and classic mistakes."""
-    if variant != "whitespace":
+    if variant == "spaces only":
+        hyp, ref = hyp.replace(" ", ""), ref.replace(" ", "")
+    elif variant != "whitespace":
         hyp, ref = "".join(hyp.split()), "".join(ref.split())
     if variant == "lowercase":
         hyp, ref = hyp.lower(), ref.lower()
@@ -237,8 +261,9 @@ def _prf(hyp, ref, n, *, variant=None):
     nh, nr = sum(h.values()), sum(r.values())
     if variant == "string length":
         nh, nr = len(hyp), len(ref)
-    p = match / nh if nh else 0.0
-    rec = match / nr if nr else 0.0
+    empty = 1.0 if variant == "empty is 1" else 0.0
+    p = match / nh if nh else empty
+    rec = match / nr if nr else empty
     return (rec, p) if variant == "swapped" else (p, rec)
 
 
@@ -246,7 +271,15 @@ def _prf(hyp, ref, n, *, variant=None):
 def char_ngram_precision_recall(my_ngram_pr) -> None:
     """``my_ngram_pr(hypothesis, reference, n) -> (precision, recall)`` of character n-grams."""
     cases = [("siebenund neunzig", "siebenundneunzig", 3), ("aaaab", "aab", 2), ("neun und vierzig", "Neunundvierzig", 2),
-             ("abcabc", "abcab", 3), ("zwei", "zweiundzwanzig", 1), ("abababab", "ab ab", 2), ("xyz", "abc", 2)]
+             ("abcabc", "abcab", 3), ("zwei", "zweiundzwanzig", 1), ("abababab", "ab ab", 2), ("xyz", "abc", 2),
+             # tabs and new lines are whitespace too; a side with no n-gram has the rate 0
+             ("acht\tund\nachtzig", "achtund achtzig", 3), ("ab", "abcdef", 3), ("vier zig", "v i", 2),
+             ("", "", 1), ("drei\r\n", "drei", 4)]
+    rng = random.Random(93)
+    for n in (1, 2, 4):
+        hyp = "".join(rng.choice("ab c") for _ in range(rng.randrange(3, 15)))
+        ref = "".join(rng.choice("abc\t") for _ in range(rng.randrange(3, 15)))
+        cases.append((hyp, ref, n))
     for hyp, ref, n in cases:
         want = _prf(hyp, ref, n)
         got = my_ngram_pr(hyp, ref, n)
@@ -255,7 +288,7 @@ def char_ngram_precision_recall(my_ngram_pr) -> None:
                 raise ValueError
             got = (float(got[0]), float(got[1]))
         except Exception:
-            hint(f"return a pair of numbers `(precision, recall)` (got {got!r:.60}).")
+            hint(f"return a pair of numbers `(precision, recall)` (got {describe(got)}).")
         if any(math.isnan(x) for x in got):
             hint("your result holds NaN: when one side has no n-grams at all, its rate is 0.")
         if all(math.isclose(a, b, abs_tol=1e-9) for a, b in zip(got, want)):
@@ -268,6 +301,9 @@ def char_ngram_precision_recall(my_ngram_pr) -> None:
                      "times in the hypothesis is three n-grams."),
             ("unclipped", "clip the matches: an n-gram counts as matched at most as often as it occurs in the "
                           "reference, `min(count_hyp, count_ref)`, or repeating a right n-gram would raise precision."),
+            ("spaces only", "remove all whitespace, tabs and new lines too, not only spaces: "
+                            "`''.join(text.split())`."),
+            ("empty is 1", "when a side has no n-grams at all (a string shorter than n), its rate is 0, not 1."),
             ("whitespace", "remove the whitespace first (`''.join(text.split())`), as chrF does: spaces are not "
                            "characters of the words."),
             ("lowercase", "chrF is case-sensitive: 'N' and 'n' are different characters."),

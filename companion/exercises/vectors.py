@@ -2,27 +2,36 @@
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import torch
 
-from ._core import attempt, checker, close, describe, first_difference, hint, passed, recording, require_tensor
+from ._core import (attempt, checker, close, describe, first_difference, hint, passed, require_tensor, safe_float,
+                    source_facts, uses_numpy, uses_torch)
+from .rules import watch
 
 # The seed's worked example and its two activities, with their hand-computed answers.
 _DOT_CASES = [([1, 2, 3], [4, 5, 6], 32), ([3, 5], [-2, 4], 14), ([1, 2, 3, 4], [-4, 0, 2, 5], 22)]
 
-# Exercise 1.1 asks for a plain Python loop: these library calls do the work for the student.
-_LIBRARY_DOT = {
-    "numpy.dot": (np, "dot"), "numpy.inner": (np, "inner"), "numpy.vdot": (np, "vdot"),
-    "numpy.matmul": (np, "matmul"), "numpy.einsum": (np, "einsum"), "numpy.array": (np, "array"),
-    "numpy.asarray": (np, "asarray"), "torch.tensor": (torch, "tensor"), "torch.as_tensor": (torch, "as_tensor"),
-    "torch.dot": (torch, "dot"), "torch.inner": (torch, "inner"), "torch.matmul": (torch, "matmul"),
-}
-# Exercise 1.2 asks for the formula: the library's cosine similarity does it all.
-_LIBRARY_COSINE = {
-    "torch.nn.functional.cosine_similarity": (torch.nn.functional, "cosine_similarity"),
-    "torch.cosine_similarity": (torch, "cosine_similarity"),
-}
+#: Library calls that compute a length or a cosine: exercise 1.2 allows only @ (or torch.dot) and
+#: torch.sqrt. Canonical names of rules.canonical; a name ending in "." is a prefix.
+_LENGTH_SHORTCUTS = ("norm", "linalg.", "cosine_similarity", "normalize", "pairwise_distance", "cdist",
+                     "dist", "renorm", "frobenius_norm", "nuclear_norm", "rsqrt", "hypot")
+
+
+def _random_dot_cases(seed: int = 11):
+    """Cases beyond the worked examples (a lookup table of the examples does not pass them)."""
+    rng = random.Random(seed)
+    cases = []
+    for n in (1, 5, 8):
+        a = [rng.randint(-9, 9) for _ in range(n)]
+        b = [rng.randint(-9, 9) for _ in range(n)]
+        cases.append((a, b, sum(x * y for x, y in zip(a, b))))
+    a = [round(rng.uniform(-3, 3), 3) for _ in range(6)]
+    b = [round(rng.uniform(-3, 3), 3) for _ in range(6)]
+    cases.append((a, b, math.fsum(x * y for x, y in zip(a, b))))
+    return cases
 
 
 def _is_number(x) -> bool:
@@ -36,90 +45,135 @@ def _is_number(x) -> bool:
     return False
 
 
+def _plain_python(used: str = "") -> None:
+    hint("write the dot product with a plain Python loop over the two lists, without NumPy or "
+         f"PyTorch{used}: add up a[i] * b[i] for every position i.")
+
+
 @checker("Exercise 1.1")
 def dot_by_hand(my_dot) -> None:
-    """``my_dot(a, b)`` on plain Python lists, with a loop."""
-    for a, b, expected in _DOT_CASES:
-        with recording(_LIBRARY_DOT) as calls:
+    """``my_dot(a, b)`` on plain Python lists, with a loop (no NumPy, no PyTorch)."""
+    facts = source_facts(my_dot)
+    with watch() as seen:
+        for a, b, expected in _DOT_CASES + _random_dot_cases():
             got = my_dot(list(a), list(b))
-        if calls or isinstance(got, (torch.Tensor, np.ndarray, np.generic)):
-            used = f" (you called {', '.join(sorted(set(calls)))})" if calls else ""
-            hint(f"write the dot product with a plain Python loop over the two lists, without NumPy or "
-                 f"PyTorch{used}: add up a[i] * b[i] for every position i.")
-        if isinstance(got, (list, tuple)):
-            if close(got, [x * y for x, y in zip(a, b)]):
-                hint("you returned the products a_i * b_i, one per position: add them up into one number.")
-            hint(f"the dot product is one number, but my_dot({a}, {b}) returned {describe(got)}.")
-        if not _is_number(got):
-            hint(f"my_dot({a}, {b}) returned {describe(got)}; expected a number.")
-        got = float(got)
-        if got == expected:
-            continue
-        if got == sum(a) * sum(b):
-            hint("you multiplied the sums (sum of a) × (sum of b); multiply position by position first, then add.")
-        if got == sum(a) + sum(b):
-            hint("you added all the numbers; multiply a_i by b_i at each position, then add the products.")
-        if got == sum(x * y for x, y in zip(a[:-1], b[:-1])) or got == sum(x * y for x, y in zip(a[1:], b[1:])):
-            hint("your loop skips one position: use every index, range(len(a)).")
-        if got == -expected:
-            hint("the sign is flipped: add the products a_i * b_i, do not subtract them.")
-        hint(f"my_dot({a}, {b}) returned {got:g}, expected {expected}.", generic=True)
-    _, error = attempt(my_dot, [1, 2, 3], [1, 2])
-    if isinstance(error, ValueError):
-        passed("all three examples (32, 14 and 22) are right, and vectors of different lengths are refused.")
-    if error is not None:
-        hint(f"vectors of different lengths should raise ValueError; yours raised {type(error).__name__}. "
-             "Check the lengths first: if len(a) != len(b): raise ValueError(...).")
-    hint("the values are right, but my_dot([1, 2, 3], [1, 2]) did not raise ValueError: "
-         "zip() silently drops the extra number, so check the lengths first.")
+            if isinstance(got, (torch.Tensor, np.ndarray, np.generic)):
+                _plain_python(f" (you returned {describe(got)})")
+            if isinstance(got, (list, tuple)):
+                if close(got, [x * y for x, y in zip(a, b)]):
+                    hint("you returned the products a_i * b_i, one per position: add them up into one number.")
+                hint(f"the dot product is one number, but my_dot({a}, {b}) returned {describe(got)}.")
+            if not _is_number(got):
+                hint(f"my_dot({a}, {b}) returned {describe(got)}; expected a number.")
+            value = safe_float(got)
+            if value is None:
+                hint(f"my_dot({a}, {b}) returned {describe(got)}, expected {expected:g}.", generic=True)
+            if math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-9):
+                continue
+            if math.isclose(value, sum(a) * sum(b)):
+                hint("you multiplied the sums (sum of a) × (sum of b); multiply position by position first, then add.")
+            if math.isclose(value, sum(a) + sum(b)):
+                hint("you added all the numbers; multiply a_i by b_i at each position, then add the products.")
+            if len(a) > 1 and (math.isclose(value, sum(x * y for x, y in zip(a[:-1], b[:-1])))
+                               or math.isclose(value, sum(x * y for x, y in zip(a[1:], b[1:])))):
+                hint("your loop skips one position: use every index, range(len(a)).")
+            if math.isclose(value, -expected) and expected != 0:
+                hint("the sign is flipped: add the products a_i * b_i, do not subtract them.")
+            hint(f"my_dot({a}, {b}) returned {value:g}, expected {expected:g}.", generic=True)
+    if uses_numpy(seen, facts) or uses_torch(seen, facts):
+        used = sorted(seen.torch_calls)[:3]
+        _plain_python(f" (you called {', '.join(used)})" if used else "")
+    if facts.parsed and not facts.loops:
+        hint("the values are right, but the exercise asks for a loop: for a_i, b_i in zip(a, b): "
+             "total += a_i * b_i (or the same as a generator inside sum()).")
+    for a, b in (([1, 2, 3], [1, 2]), ([4], [1, 2, 3]), ([], [5])):
+        _, error = attempt(my_dot, a, b)
+        if error is None:
+            hint(f"the values are right, but my_dot({a}, {b}) did not raise ValueError: "
+                 "zip() silently drops the extra numbers, so check the lengths first.")
+        if not isinstance(error, ValueError):
+            hint(f"vectors of different lengths should raise ValueError; yours raised {type(error).__name__}. "
+                 "Check the lengths first: if len(a) != len(b): raise ValueError(...).")
+    passed("the three examples (32, 14 and 22) and random vectors are right, and vectors of different "
+           "lengths are refused.")
 
 
-@checker("Exercise 1.2")
-def cosine(my_cosine) -> None:
-    """``my_cosine(a, b)`` for 1-D tensors: the cosine of the angle between them."""
+def _cosine_cases():
     cases = [
         (torch.tensor([3.0, 5.0]), torch.tensor([-2.0, 4.0])),
         (torch.tensor([1.0, 0.0, 0.0]), torch.tensor([5.0, 5.0, 0.0])),
         (torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([-4.0, 0.0, 2.0, 5.0])),
         (torch.tensor([2.0, -1.0, 0.0]), torch.tensor([-1.0, 3.0, 2.0])),  # an obtuse angle: cos < 0
     ]
-    for a, b in cases:
-        with recording(_LIBRARY_COSINE) as calls:
+    g = torch.Generator().manual_seed(12)
+    for n, dtype in ((7, torch.float64), (16, torch.float32), (1, torch.float64)):
+        a = torch.randn(n, generator=g, dtype=dtype) * 3
+        b = torch.randn(n, generator=g, dtype=dtype) - 0.5
+        cases.append((a, b))
+    a = torch.randn(5, generator=g, dtype=torch.float64)
+    cases.append((a, -2.5 * a))  # opposite directions: exactly -1
+    return cases
+
+
+@checker("Exercise 1.2")
+def cosine(my_cosine) -> None:
+    """``my_cosine(a, b)`` for 1-D tensors: the cosine of the angle between them, with only ``@``
+    (or ``torch.dot``) and ``torch.sqrt``."""
+    facts = source_facts(my_cosine)
+    with watch() as seen:
+        for a, b in _cosine_cases():
             got = my_cosine(a.clone(), b.clone())
-        if calls:
-            hint("compute the cosine from its formula, (a · b) / (|a| |b|), with @ and torch.sqrt; "
-                 f"the exercise is to write what {calls[0]} does.")
-        expected = torch.dot(a, b) / (a.norm() * b.norm())
-        if isinstance(got, torch.Tensor) and got.numel() > 1:
-            if close(got, a * b / (a.norm() * b.norm())) or close(got, a * b):
-                hint("you returned one number per position: add the products up (a @ b) into one number.")
-            hint(f"the cosine is one number; for a={a.tolist()}, b={b.tolist()} you returned {describe(got)}.")
-        if not _is_number(got):
-            hint(f"return a number (a float or a 0-d tensor); you returned {describe(got)}.")
-        got = float(got)
-        if close(got, expected):
-            continue
-        dot, na, nb = torch.dot(a, b), a.norm(), b.norm()
-        if close(got, dot):
-            hint("that is the raw dot product: divide it by the two lengths |a| |b|.")
-        if close(got, dot / na) or close(got, dot / nb):
-            hint("divide by both lengths, |a| and |b|, not just one of them.")
-        if close(got, dot / na * nb) or close(got, dot / nb * na):
-            hint("operator precedence: x / y * z is (x / y) * z. Put the product of the lengths in "
-                 "parentheses: (a @ b) / (|a| * |b|).")
-        if close(got, dot / (na**2 * nb**2)) or close(got, dot / (a @ a + b @ b)) or close(got, dot / (na**2 + nb**2)):
-            hint("a length is the square root of a · a; you used the squared length.")
-        if close(got, dot / (na + nb)):
-            hint("divide by the product of the lengths |a| * |b|, not their sum.")
-        if close(got, torch.arccos(expected)) or close(got, torch.rad2deg(torch.arccos(expected))):
-            hint("you returned the angle itself; the exercise asks for its cosine.")
-        if close(got, 1 - expected):
-            hint("that is the cosine distance, 1 - cos; return the cosine itself.")
-        if close(got, -expected) or close(got, abs(expected)):
-            hint("the sign is wrong: the cosine is negative when the angle is wider than 90°; do not "
-                 "negate it or take its absolute value.")
-        hint(f"for a={a.tolist()}, b={b.tolist()} you returned {got:.4f}, expected {float(expected):.4f}.", generic=True)
+            if seen.called("cosine_similarity"):
+                hint("compute the cosine from its formula, (a · b) / (|a| |b|), with @ and torch.sqrt; "
+                     "the exercise is to write what cosine_similarity does.")
+            a64, b64 = a.double(), b.double()
+            dot, na, nb = a64 @ b64, a64.norm(), b64.norm()
+            expected = dot / (na * nb)
+            tol = dict(rtol=1e-4, atol=1e-5) if a.dtype == torch.float32 else {}
+            if isinstance(got, torch.Tensor) and got.numel() > 1:
+                if close(got, a64 * b64 / (na * nb)) or close(got, a64 * b64):
+                    hint("you returned one number per position: add the products up (a @ b) into one number.")
+                hint(f"the cosine is one number; for a={_short(a)}, b={_short(b)} you returned {describe(got)}.")
+            if not _is_number(got):
+                hint(f"return a number (a float or a 0-d tensor); you returned {describe(got)}.")
+            value = safe_float(got)
+            if value is None:
+                hint(f"return a number between -1 and 1; you returned {describe(got)}.", generic=True)
+            if close(value, expected, **tol):
+                continue
+            if close(value, dot, **tol):
+                hint("that is the raw dot product: divide it by the two lengths |a| |b|.")
+            if close(value, dot / na, **tol) or close(value, dot / nb, **tol):
+                hint("divide by both lengths, |a| and |b|, not just one of them.")
+            if close(value, dot / na * nb, **tol) or close(value, dot / nb * na, **tol):
+                hint("operator precedence: x / y * z is (x / y) * z. Put the product of the lengths in "
+                     "parentheses: (a @ b) / (|a| * |b|).")
+            if (close(value, dot / (na**2 * nb**2), **tol) or close(value, dot / (a64 @ a64 + b64 @ b64), **tol)
+                    or close(value, dot / (na**2 + nb**2), **tol)):
+                hint("a length is the square root of a · a; you used the squared length.")
+            if close(value, dot / (na + nb), **tol):
+                hint("divide by the product of the lengths |a| * |b|, not their sum.")
+            if close(value, torch.arccos(expected), **tol) or close(value, torch.rad2deg(torch.arccos(expected)), **tol):
+                hint("you returned the angle itself; the exercise asks for its cosine.")
+            if close(value, 1 - expected, **tol):
+                hint("that is the cosine distance, 1 - cos; return the cosine itself.")
+            if close(value, -expected, **tol) or close(value, abs(expected), **tol):
+                hint("the sign is wrong: the cosine is negative when the angle is wider than 90°; do not "
+                     "negate it or take its absolute value.")
+            hint(f"for a={_short(a)}, b={_short(b)} you returned {value:.4f}, expected {float(expected):.4f}.",
+                 generic=True)
+    shortcuts = seen.called(*_LENGTH_SHORTCUTS)
+    if shortcuts or uses_numpy(seen, facts):
+        used = ", ".join(shortcuts) if shortcuts else "NumPy"
+        hint(f"the values are right, but the exercise allows only @ (or torch.dot) and torch.sqrt, and "
+             f"you used {used}: the length of a is torch.sqrt(a @ a).")
     passed("cosine similarity is the dot product of the two directions (unit vectors).")
+
+
+def _short(t: torch.Tensor) -> str:
+    values = [round(v, 3) for v in t.double().tolist()]
+    text = str(values)
+    return text if len(text) <= 40 else text[:36] + "...]"
 
 
 @checker("Exercise 1.3")
@@ -135,6 +189,18 @@ def all_pairs(my_all_scores) -> None:
         if not close(other, square @ square.flip(0).T):
             hint("right on this example, but not when Q and K have the same shape: make sure you "
                  "transpose K, not Q (S = Q @ K.T).")
+        for n, m, d, dtype in ((1, 6, 2, torch.float64), (7, 1, 5, torch.float32), (3, 8, 16, torch.float64)):
+            q = torch.randn(n, d, generator=gen, dtype=dtype)
+            k = torch.randn(m, d, generator=gen, dtype=dtype)
+            out = require_tensor(my_all_scores(q.clone(), k.clone()))
+            if not close(out, q @ k.T, rtol=1e-4, atol=1e-5):
+                hint(f"right on the first example, but not for Q of shape {tuple(q.shape)} and K of shape "
+                     f"{tuple(k.shape)} ({dtype}): {first_difference(out, q @ k.T, 'S')}.", generic=True)
+        facts = source_facts(my_all_scores)
+        if facts.loops or "map" in facts.names:
+            kind = sorted(facts.loops)[0] if facts.loops else "map"
+            hint(f"the values are right, but the exercise asks for no Python loop (your code has a {kind}): "
+                 "one matrix product, Q @ K.T, computes every score at once.")
         passed("S = Q Kᵀ holds every score S[i, j] = q_i · k_j, computed in one matrix product.")
     if close(got, expected.T):
         hint("you computed K Qᵀ, the transpose: rows must be queries and columns keys, S = Q Kᵀ.")
@@ -154,8 +220,10 @@ def all_pairs(my_all_scores) -> None:
 def scaled_scores(my_scaled_scores) -> None:
     """``my_scaled_scores(Q, K)``: ``Q Kᵀ / sqrt(d)`` where d is the width of each query/key."""
     gen = torch.Generator().manual_seed(2)
-    for n, m, d in ((6, 4, 16), (3, 5, 9)):  # two widths: a scale written as a number fits only one
-        Q, K = torch.randn(n, d, generator=gen), torch.randn(m, d, generator=gen)
+    # several widths: a scale written as a number fits only one
+    for n, m, d, dtype in ((6, 4, 16, torch.float32), (3, 5, 9, torch.float32), (2, 7, 25, torch.float64),
+                           (1, 1, 2, torch.float64)):
+        Q, K = torch.randn(n, d, generator=gen, dtype=dtype), torch.randn(m, d, generator=gen, dtype=dtype)
         got = require_tensor(my_scaled_scores(Q.clone(), K.clone()))
         raw = Q @ K.T
         right = raw / math.sqrt(d)

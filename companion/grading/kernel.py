@@ -1,51 +1,75 @@
 """The grader's side of the wire *inside the student's kernel* (imported there, never by the grader).
 
 The grader drives the kernel with ordinary ``execute_request`` messages whose code is one call,
-``handle('<request file>')``. A request (written by the grader with ``torch.save``) names an
-operation: look a name up in the student's namespace, call a student's function with the
-grader's arguments, read an attribute of an object that stayed in the kernel. The reply is
-written with :func:`companion.grading.wire.write_safe`, the format whose loading runs no code.
+``handle('<request name>')``. A request (written by the grader, in a folder the kernel can only
+read) names an operation: look a name up in the student's namespace, call a student's function
+with the grader's arguments, read an attribute of an object that stayed in the kernel. The reply
+is written with :func:`companion.grading.wire.write_safe`, the format whose loading runs no code,
+into the only folder the kernel shares with the grader for writing.
+
+**Data only, both ways.** The grader's arguments arrive as data: tensors, containers, models
+and optimizers rebuilt from a class named on an allow-list (:data:`ALLOWED`) and their state, and
+the checkers' helper functions (a stand-in attention, a norm) rebuilt here from their code and
+captured values. Nothing in the kernel refers to an object of the grader's: there is no way back
+but the reply. The one thing a checker may need to learn besides the result, whether the
+student's code called a function the checker watches (``_core.recording``), comes back as the
+numbers of the watched functions that were called.
+
+**Rules.** A student's function is called through :func:`companion.exercises.rules.observe`, and
+the :class:`~companion.exercises.rules.Observation` travels back as JSON with the result, so that
+the grader's checkers see the torch calls made in the kernel exactly as a notebook's check does.
+With the function itself (a ``get``) comes its source text, preceded by an ``import`` line for
+each global name it uses that refers to a module or to a function of a module (so that an answer
+imported from ``companion`` in another cell shows in the source the checkers read).
 
 Nothing here is trusted by the grader: the student's code runs in this process and may have
-replaced any of it. A student who tampers with it can only spoil the values their own functions
-appear to return, which is no more than a wrong answer.
-
-After a call, every argument the function may have changed in place (a tensor, a model's
-parameters, gradients and train/eval mode, an optimizer's or scheduler's state, a list, a dict)
-is sent back too, so that checkers which inspect side effects see them.
-
-Functions the grader passes that cannot be pickled (a checker's closures) arrive as
-:class:`GraderObject` proxies: calling one sends the arguments back to the grader over the
-kernel's stdin channel (an ``input_request``), which runs the real function and answers.
+replaced any of it. A student who tampers with it can only spoil what their own functions
+appear to return or do, which is no more than a wrong answer.
 """
 from __future__ import annotations
 
 import errno
+import inspect
 import itertools
 import os
+import pickle
 import socket
 import traceback
+import types
 from typing import Any
 
 from companion.grading import wire
 
-CALLBACK_PROMPT = "\x00course-grader-callback"
-
 _handles: dict[int, Any] = {}
 _next_handle = itertools.count(1)
-_next_callback = itertools.count(1)
-_dir: str = "."
+_in, _out = ".", "."
+_called: set[int] = set()  # the watched functions (recorders) called during the current request
+
+#: Modules whose classes and functions a request may name (everything else is refused).
+ALLOWED = ("torch", "companion", "numpy", "collections", "cloudpickle", "copyreg", "functools", "_codecs",
+           "types", "math", "operator", "_operator", "typing", "enum", "dataclasses", "builtins", "copy",
+           "itertools", "string", "re", "random", "_collections_abc", "abc", "__builtin__", "copy_reg")
+_FORBIDDEN_BUILTINS = {"eval", "exec", "compile", "open", "__import__", "input", "breakpoint", "exit", "quit"}
 
 
 # --------------------------------------------------------------------------------- set-up
-def prelude(transfer_dir: str, block_network: bool = True) -> None:
-    """Run once, before any of the student's code: remember where files go, cut the network,
-    and die with the grader (a kernel must never outlive the process that grades it)."""
-    global _dir
-    _dir = transfer_dir
+def prelude(in_dir: str, out_dir: str, block_network: bool = True, seed: int | None = 0) -> None:
+    """Run once, before any of the student's code: remember where files are, cut the network,
+    seed the random generators, and die with the grader."""
+    global _in, _out
+    _in, _out = in_dir, out_dir
     if block_network:
         _block_network()
-    try:  # PR_SET_PDEATHSIG = 1: SIGKILL this kernel when its parent (the grader) ends
+    if seed is not None:
+        import random
+
+        import numpy
+        import torch
+
+        random.seed(seed)
+        numpy.random.seed(seed)
+        torch.manual_seed(seed)
+    try:  # PR_SET_PDEATHSIG = 1: SIGKILL this kernel when its parent ends
         import ctypes
         import signal
 
@@ -55,8 +79,8 @@ def prelude(transfer_dir: str, block_network: bool = True) -> None:
 
 
 def _block_network() -> None:
-    """Refuse internet sockets (the sandbox may also have put the kernel in an empty network
-    namespace; this is the fallback that works everywhere)."""
+    """Refuse internet sockets (inside the sandbox there is no network anyway; this is the
+    fallback for a grader without one)."""
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise OSError(errno.ENETUNREACH, "network access is disabled while grading")
 
@@ -90,71 +114,98 @@ def _new_handle(obj: Any) -> int:
 
 
 def _handle(n: int) -> Any:
-    """Unpickling hook: the kernel object behind a grader's placeholder."""
-    if n not in _handles:
-        raise LookupError(f"the object {n} is no longer in this kernel")
+    """Unpickling hook: the kernel object behind a placeholder the grader sends back."""
+    if type(n) is not int or n not in _handles:
+        raise LookupError(f"the object {n!r} is no longer in this kernel")
     return _handles[n]
+
+
+def _recorder(number: int, original: Any) -> Any:
+    """Unpickling hook: a function the checker watches (``_core.recording``): calls ``original``
+    and notes that watched function ``number`` was called."""
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        _called.add(number)
+        return original(*args, **kwargs)
+
+    return watched
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if module.split(".")[0] not in ALLOWED or (module in ("builtins", "__builtin__") and name in _FORBIDDEN_BUILTINS):
+            raise pickle.UnpicklingError(f"{module}.{name} is not on the grader's list of allowed classes")
+        return super().find_class(module, name)
+
+
+_PICKLE = types.SimpleNamespace(Unpickler=_Unpickler, load=lambda f, **kw: _Unpickler(f, **kw).load(),
+                                loads=pickle.loads, __name__="pickle")
 
 
 def _user_ns() -> dict:
     return get_ipython().user_ns  # type: ignore[name-defined]  # noqa: F821
 
 
-def handle(request_path: str) -> None:
+def handle(request_name: str) -> None:
     """Serve one request of the grader (see the module docstring)."""
     import torch
 
-    request = torch.load(request_path, weights_only=False)
-    reply_path = request["reply"]
+    name = os.path.basename(request_name)
+    request = torch.load(os.path.join(_in, name), weights_only=False, pickle_module=_PICKLE)
+    reply_path = os.path.join(_out, os.path.basename(str(request["reply"])))
+    _called.clear()
     try:
-        value, sync = _dispatch(request)
-        out: dict = {"ok": True, "value": value, "sync": sync}
+        value, extra = _dispatch(request)
+        out: dict = {"ok": True, "value": value, **extra}
     except _Missing:
         out = {"ok": False, "missing": True}
     except BaseException as exc:  # the student's exception (or SystemExit, KeyboardInterrupt)
         out = {"ok": False, "error": describe(exc)}
+    out["recorders"] = sorted(_called)
     try:
         wire.write_safe(reply_path, out, handle=_new_handle)
     except BaseException as exc:
         wire.write_safe(reply_path, {"ok": False, "error": describe(exc), "unsendable": True})
 
 
-def _dispatch(request: dict) -> tuple[Any, list]:
+def _dispatch(request: dict) -> tuple[Any, dict]:
     op = request["op"]
     if op == "get":
         ns = _user_ns()
         if request["name"] not in ns:
             raise _Missing
-        return ns[request["name"]], []
+        value = ns[request["name"]]
+        return value, {"source": source(value)}
     target = request["target"]
     if op == "call":
         return _call(target, request.get("args", ()), request.get("kwargs", {}))
     if op == "getattr":
-        return getattr(target, request["name"]), []
+        return getattr(target, request["name"]), {}
     if op == "list":
-        return list(target), []
+        return list(target), {}
     if op == "len":
-        return len(target), []
+        return len(target), {}
     if op == "getitem":
-        return target[request["key"]], []
+        return target[request["key"]], {}
     raise ValueError(f"unknown operation {op!r}")
 
 
-def _call(target: Any, args: tuple, kwargs: dict) -> tuple[Any, list]:
+def _call(target: Any, args: tuple, kwargs: dict) -> tuple[Any, dict]:
     import torch
+
+    from companion.exercises import rules
 
     tracked = [(i, a) for i, a in enumerate(args)] + list(kwargs.items())
     versions = {}
     for key, a in tracked:
         if isinstance(a, torch.Tensor):
             versions[key] = (a._version, a.grad)
-    result = target(*args, **kwargs)
+    result, observation = rules.observe(target, *args, **kwargs)
     sync = []
     for key, a in tracked:
         change = _changes(a, versions.get(key))
         if change is not None:
             sync.append([key, *change])
-    return result, sync
+    return result, {"sync": sync, "observation": observation.to_json()}
 
 
 def _changes(a: Any, before: Any) -> tuple[str, Any] | None:
@@ -171,12 +222,54 @@ def _changes(a: Any, before: Any) -> tuple[str, Any] | None:
             "state": a.state_dict(),
             "grads": {name: p.grad for name, p in a.named_parameters() if p.grad is not None},
             "training": [[name, m.training] for name, m in a.named_modules()],
+            # plain attributes (a checker's call counter on the model, say), as data
+            "attributes": {k: v for k, v in vars(a).items() if type(v) in (int, float, bool, str)
+                           and k != "training" and not k.startswith("__")},
         }
     if callable(getattr(a, "state_dict", None)) and callable(getattr(a, "load_state_dict", None)):
         return "state", a.state_dict()
     if type(a) in (list, dict, set, bytearray):
         return type(a).__name__, a
     return None
+
+
+# --------------------------------------------------------------------------------- sources
+def source(fn: Any, limit: int = 200_000) -> str | None:
+    """The source of the student's function (or callable object's class), preceded by an import
+    line for each global name it uses that is a module or a module's function or class."""
+    target = fn
+    if not (inspect.isfunction(target) or inspect.isclass(target) or inspect.ismethod(target)):
+        if not callable(target) or inspect.isbuiltin(target):
+            return None
+        target = type(target)
+    try:
+        text = inspect.getsource(target)
+    except Exception:  # noqa: BLE001 - OSError, TypeError: no source
+        return None
+    preamble = []
+    code = getattr(inspect.unwrap(target) if inspect.isfunction(target) else target, "__code__", None)
+    env = getattr(target, "__globals__", None) or {}
+    names: set[str] = set()
+    stack = [code] if code is not None else []
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    for name in sorted(names):
+        if name not in env:
+            continue
+        value = env[name]
+        if isinstance(value, types.ModuleType):
+            preamble.append(f"import {value.__name__} as {name}")
+            continue
+        module = getattr(value, "__module__", None)
+        qual = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+        if (isinstance(module, str) and isinstance(qual, str) and module not in ("__main__", "builtins")
+                and not module.startswith("<") and module.replace(".", "").replace("_", "").isalnum()
+                and qual.split(".")[0].isidentifier()):
+            preamble.append(f"from {module} import {qual.split('.')[0]} as {name}")
+    out = "\n".join(preamble + [text])
+    return out[:limit]
 
 
 def _line(exc: BaseException) -> int | None:
@@ -202,51 +295,3 @@ def describe(exc: BaseException) -> dict:
     }
 
 
-# ------------------------------------------------------------------------------ callbacks
-class GraderObject:
-    """A function or object of the grader's, used by the student's code through callbacks."""
-
-    def __init__(self, ref: int, type_name: str, is_callable: bool):
-        self._ref, self._type, self._callable = ref, type_name, is_callable
-
-    def __repr__(self) -> str:
-        return f"<{self._type} of the grader>"
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _callback({"op": "call", "ref": self._ref, "args": args, "kwargs": kwargs})
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return _callback({"op": "getattr", "ref": self._ref, "name": name})
-
-
-def _grader_ref(ref: int, type_name: str, is_callable: bool) -> GraderObject:
-    """Unpickling hook: a proxy for an object the grader kept by reference."""
-    return GraderObject(ref, type_name, is_callable)
-
-
-def _callback(message: dict) -> Any:
-    import torch
-
-    n = next(_next_callback)
-    request = os.path.join(_dir, f"cb-{n}.st")
-    reply = os.path.join(_dir, f"cbr-{n}.pt")
-    wire.write_safe(request, message, handle=_new_handle)
-    kernel = get_ipython().kernel  # type: ignore[name-defined]  # noqa: F821
-    kernel.raw_input(f"{CALLBACK_PROMPT} {n}")
-    answer = torch.load(reply, weights_only=False)
-    for path in (request, reply):
-        try:
-            os.remove(path)
-        except OSError:
-            pass
-    if answer.get("ok"):
-        return answer["value"]
-    type_name, text = answer["error"]
-    import builtins
-
-    cls = getattr(builtins, type_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls = RuntimeError
-    raise cls(text)

@@ -269,6 +269,32 @@ def identify(nb: Any, filename: str, chapters: dict[int, Chapter]) -> tuple[Chap
     raise UnknownChapter(f"not a notebook of a known chapter ({seen}; chapters: {known})")
 
 
+def identify_by_content(nb: Any, chapters: dict[int, Chapter]) -> Chapter | None:
+    """The chapter the notebook's content says (its title, else the checker module it imports,
+    else the exercises' names it defines), ignoring its metadata; None when the content is silent
+    or ambiguous."""
+    title = title_of(nb)
+    if title:
+        by_title = [c for c in chapters.values() if _normal(c.title) == _normal(title)]
+        if len(by_title) == 1:
+            return by_title[0]
+    modules = set(checker_aliases(nb).values())
+    by_module = [c for c in chapters.values() if c.module in modules]
+    if len(by_module) == 1:
+        return by_module[0]
+    defined: set[str] = set()
+    for cell in _code_cells(nb):
+        try:
+            tree = ast.parse(_python_only(cell.source))
+        except (SyntaxError, ValueError):
+            continue
+        defined |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    scores = {c.chapter: sum(name in defined for ex in c.exercises for name in ex.names) for c in chapters.values()}
+    best = max(scores.values(), default=0)
+    winners = [n for n, score in scores.items() if score == best]
+    return chapters[winners[0]] if best > 0 and len(winners) == 1 else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m companion.grading.registry", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -6,6 +6,7 @@ grader's own checkers, in this process, against proxies of the functions the stu
 """
 from __future__ import annotations
 
+import os
 import random
 import re
 import time
@@ -58,6 +59,7 @@ class NotebookResult:
     seconds_notebook: float = 0.0  # running the student's cells (restarts and replays included)
     seconds_checks: float = 0.0
     restarts: int = 0
+    kernel_log: str = ""  # the end of the last kernel's own log (for the instructor's log file)
 
 
 def _is_check_cell(source: str, calls: set[str]) -> bool:
@@ -161,7 +163,7 @@ def grade_notebook(path: str, chapter: registry.Chapter, limits: Limits, sandbox
     cells = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
     to_run = [(i, src) for i, src in cells if not _is_check_cell(src, calls)]
     out = NotebookResult()
-    sk = StudentKernel(to_run, sandbox, slot, kernel_env(), limits)
+    sk = StudentKernel(to_run, sandbox, slot, kernel_env(), limits, notebook=path)
     try:
         start = time.monotonic()
         sk.run()
@@ -179,5 +181,30 @@ def grade_notebook(path: str, chapter: registry.Chapter, limits: Limits, sandbox
     finally:
         out.notes += sk.notes
         out.restarts = sk.restarts
+        if sk.kernel is not None:
+            out.kernel_log = sk.kernel.log_tail(20_000)
         sk.close()
     return asdict(out)
+
+
+def work(conn, path: str, chapter: dict, limits: Limits, sandbox: Sandbox, slot: int) -> None:
+    """A worker process: grade one notebook and send the plain-data result to the parent.
+
+    It lives here, in an importable module, so that the fork server finds it whatever the
+    grader's ``__main__`` is (``python -m companion.grade``, a script, a notebook). It holds no
+    secret of the instructor's: its environment is emptied first (but for what a kernel is given,
+    :data:`~companion.grading.session.PASSED_ON`, and ``PATH``)."""
+    from companion.grading.session import PASSED_ON
+
+    keep = {k: os.environ[k] for k in (*PASSED_ON, "PATH") if k in os.environ}
+    os.environ.clear()
+    os.environ.update(keep)
+    torch.set_num_threads(1)
+    chapter = dict(chapter)
+    exercises = [registry.Exercise(**e) for e in chapter.pop("exercises")]
+    try:
+        result: dict = {"ok": True, **grade_notebook(path, registry.Chapter(**chapter, exercises=exercises), limits, sandbox, slot)}
+    except BaseException as exc:  # the kernel did not start, the disk is full, ...
+        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    conn.send(result)
+    conn.close()

@@ -1,25 +1,20 @@
 """A student's notebook running in a sandboxed kernel, and the grader's calls into it.
 
-:class:`Sandbox` decides how kernels are confined on this machine (checked once, at start):
+:class:`~companion.grading.sandbox.Sandbox` decides how kernels are confined on this machine
+(bubblewrap; see :mod:`companion.grading.sandbox`). :class:`Kernel` is one kernel process in its
+sandbox and the client that drives it (ZeroMQ over Unix sockets in a folder made for that kernel
+alone). :class:`StudentKernel` runs a notebook's cells in order within the time limits, and
+restarts and replays it when a cell or a call kills the kernel or cannot be interrupted; the cell
+to blame is then skipped. One time budget covers the notebook's first run and every replay.
 
-* as root: each kernel runs as its own unprivileged user (uid ``61000 + slot``, no groups, no
-  new privileges) in an empty network namespace (``unshare -n``), with limits on processes,
-  memory and file size; it cannot write the course's files, another kernel's files or the
-  grader's, and has no network at all;
-* otherwise, where ``unshare -rn`` works: an empty network namespace;
-* everywhere: internet sockets are refused inside the kernel before the student's code runs,
-  the kernel starts in a fresh private folder with its own HOME, and it dies with the grader.
-
-:class:`Kernel` is one kernel process and its client (ZeroMQ over Unix sockets, which work
-inside an empty network namespace). :class:`StudentKernel` runs a notebook's cells in order
-within the time limits, and restarts and replays it when a cell or a call kills the kernel or
-cannot be interrupted; the cell to blame is then skipped.
+The files the grader shares with a kernel: its requests, in a folder the kernel can only read;
+the kernel's replies, in a folder the kernel can write, which the grader reads without following
+links (:func:`companion.grading.wire.read_bytes`), and never writes or changes.
 """
 from __future__ import annotations
 
 import itertools
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -35,10 +30,8 @@ from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 
 from companion.grading import wire
+from companion.grading.sandbox import HOME, IN, OUT, WORK, Cgroup, Sandbox, python_executable, release  # noqa: F401
 
-UID_BASE = 61000
-UID_COUNT = 1000  # the kernels' users are UID_BASE .. UID_BASE + UID_COUNT - 1
-_held_locks: dict[int, Any] = {}  # uid -> lock file of the users this process reserved (see Sandbox.reserve)
 _GRACE = 5.0  # seconds a kernel gets to answer an interrupt before it is killed
 
 
@@ -70,130 +63,6 @@ class SendFailed(HelperFailed):
     """The grader could not send a checker's arguments to the kernel (a bug of the grader's)."""
 
 
-# ---------------------------------------------------------------------------------- sandbox
-@dataclass(frozen=True)
-class Sandbox:
-    """How kernels are confined here; see the module docstring."""
-
-    network: str  # "namespace" or "sockets refused"
-    separate_users: bool
-    unshare: tuple[str, ...] = ()
-    memory_bytes: int | None = None
-    uids: tuple[int, ...] = ()  # one user per job slot, reserved by this run (see reserve)
-
-    @classmethod
-    def detect(cls, enabled: bool = True, memory_gib: float | None = 8.0) -> "Sandbox":
-        memory = int(memory_gib * 2**30) if memory_gib else None
-        if not enabled:
-            return cls("sockets refused", False, (), memory)
-        unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
-        root = hasattr(os, "geteuid") and os.geteuid() == 0
-
-        def works(cmd: list[str]) -> bool:
-            try:
-                return subprocess.run(cmd + ["true"], capture_output=True, timeout=20).returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                return False
-
-        prefix: tuple[str, ...] = ()
-        if unshare and root and works([unshare, "-n"]):
-            prefix = (unshare, "-n")
-        elif unshare and works([unshare, "-rn"]):
-            prefix = (unshare, "-rn")
-        users = bool(root and setpriv and works([setpriv, f"--reuid={UID_BASE}", f"--regid={UID_BASE}", "--clear-groups"]))
-        return cls("namespace" if prefix else "sockets refused", users, prefix, memory)
-
-    def describe(self) -> str:
-        network = "an empty network namespace" if self.network == "namespace" else "internet sockets refused in the kernel"
-        users = "each kernel as its own unprivileged user" if self.separate_users else "kernels run as the grading user"
-        return f"{network}; {users}"
-
-    def reserve(self, slots: int) -> "Sandbox":
-        """This sandbox with ``slots`` users reserved for this run alone.
-
-        Two grading runs on one machine must never share a user: cleaning up after a submission
-        kills every process of its user. Each user is held through an exclusive lock on
-        ``/tmp/course-grade-uid-<uid>.lock`` until this process ends (or :func:`release`)."""
-        if not self.separate_users:
-            return self
-        import fcntl
-
-        uids: list[int] = []
-        for uid in range(UID_BASE, UID_BASE + UID_COUNT):
-            if len(uids) == slots:
-                break
-            try:
-                handle = open(f"/tmp/course-grade-uid-{uid}.lock", "a")
-            except OSError:
-                continue
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                handle.close()
-                continue
-            _held_locks[uid] = handle
-            uids.append(uid)
-        if len(uids) < slots:
-            raise RuntimeError(f"only {len(uids)} of {slots} sandbox users are free (other grading runs hold the rest)")
-        return Sandbox(self.network, True, self.unshare, self.memory_bytes, tuple(uids))
-
-    def uid(self, slot: int) -> int | None:
-        if not self.separate_users:
-            return None
-        if slot >= len(self.uids):
-            raise RuntimeError("no sandbox user reserved for this job slot (call Sandbox.reserve first)")
-        return self.uids[slot]
-
-    def command(self, argv: list[str], slot: int) -> list[str]:
-        cmd = list(self.unshare)
-        uid = self.uid(slot)
-        if uid is not None:
-            cmd += [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                    "--no-new-privs"]
-        return cmd + argv
-
-    def limits(self, slot: int) -> Callable[[], None]:
-        memory, separate = self.memory_bytes, self.separate_users
-
-        def apply() -> None:  # runs in the child, before exec
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            resource.setrlimit(resource.RLIMIT_FSIZE, (2**30, 2**30))
-            if memory:
-                resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
-            if separate:  # counts the processes and threads of the kernel's own user only
-                resource.setrlimit(resource.RLIMIT_NPROC, (256, 256))
-            try:  # die with the grader (kept across exec when the user does not change)
-                import ctypes
-
-                ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))
-            except Exception:
-                pass
-
-        return apply
-
-    def kill_all(self, slot: int) -> None:
-        """SIGKILL every process of the slot's user (a kernel's children that left its group)."""
-        uid = self.uid(slot)
-        if uid is None:
-            return
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                if entry.stat().st_uid == uid:
-                    os.kill(int(entry.name), signal.SIGKILL)
-            except (OSError, ValueError):
-                pass
-
-
-def release(sandbox: Sandbox | None = None) -> None:
-    """Give back the users ``sandbox`` reserved (all that this process reserved, by default)."""
-    for uid in list(sandbox.uids if sandbox is not None else _held_locks):
-        handle = _held_locks.pop(uid, None)
-        if handle is not None:
-            handle.close()
-
-
 # ----------------------------------------------------------------------------------- kernel
 @dataclass
 class Reply:
@@ -213,48 +82,119 @@ class Timeout(Exception):
 
 
 class Kernel:
-    """One sandboxed IPython kernel in a private folder, and the client that drives it."""
+    """One sandboxed IPython kernel, and the client that drives it.
 
-    def __init__(self, sandbox: Sandbox, slot: int, env: dict[str, str], startup_timeout: float = 120.0):
+    Its folder on the host (``self.dir``, which the kernel cannot write): ``in/`` (requests and the
+    connection file: read-only inside), ``out/`` (replies: the kernel's), ``ipc/`` (the ZeroMQ
+    socket files), the notebook's copy and the kernel's log."""
+
+    _run_ids = itertools.count(1)
+
+    def __init__(self, sandbox: Sandbox, slot: int, env: dict[str, str], notebook: str | None = None,
+                 startup_timeout: float = 120.0):
         self.sandbox, self.slot = sandbox, slot
+        self.cgroup: Cgroup | None = None
         self.dir = Path(tempfile.mkdtemp(prefix="course-grade-"))
-        self.transfer = self.dir / "transfer"
-        for sub in ("transfer", "tmp", "home", "work", "home/.ipython", "home/.ipython/profile_default"):
-            (self.dir / sub).mkdir()
-        # Figures are drawn but never rendered to PNG: nobody looks at them, and that saves time.
-        (self.dir / "home/.ipython/profile_default/ipython_kernel_config.py").write_text(
-            "c.InlineBackend.figure_formats = set()\n")
+        os.chmod(self.dir, 0o711)
+        self.inbox, self.outbox, ipc = self.dir / "in", self.dir / "out", self.dir / "ipc"
         uid = sandbox.uid(slot)
-        conn = self.dir / "kernel.json"
-        write_connection_file(str(conn), transport="ipc", ip=str(self.dir / "ipc"), key=os.urandom(32).hex().encode())
+        for folder in (self.inbox, self.outbox, ipc):
+            folder.mkdir(mode=0o755 if folder is self.inbox else 0o700)
+            if uid is not None and folder is not self.inbox:
+                os.chown(folder, uid, uid)
+        os.chmod(self.inbox, 0o755)
+        bwrap = sandbox.kind == "bwrap"
+        # Figures are drawn but never rendered to PNG: nobody looks at them, and that saves time.
+        config = self.inbox / "ipython_kernel_config.py"
+        config.write_text("c.InlineBackend.figure_formats = set()\n")
+        os.chmod(config, 0o644)
+        conn = self.inbox / "kernel.json"
+        write_connection_file(str(conn), transport="ipc", ip=str(ipc / "k"), key=os.urandom(32).hex().encode())
         if uid is not None:
-            for path in [self.dir, *self.dir.rglob("*")]:
-                os.chown(path, uid, uid)
-        os.chmod(self.dir, 0o700)
+            os.chown(conn, uid, uid)
+        os.chmod(conn, 0o600)
         kernel_env = dict(env)
+        binds: list[tuple[str, str, str]] = []
+        if bwrap:
+            home, tmp = HOME, "/tmp"
+            inbox, outbox = IN, OUT
+            binds += [("--ro-bind", str(self.inbox), IN), ("--bind", str(self.outbox), OUT),
+                      ("--bind", str(ipc), str(ipc)), ("--dir", "", WORK),
+                      ("--ro-bind", str(config), f"{HOME}/.ipython/profile_default/ipython_kernel_config.py")]
+            cwd_host = None
+            if notebook is not None:  # the kernel's own notebook, and no other
+                copy = self.inbox / "submission.ipynb"
+                shutil.copyfile(notebook, copy, follow_symlinks=False)
+                os.chmod(copy, 0o644)
+                binds.append(("--ro-bind", str(copy), f"{WORK}/submission.ipynb"))
+        else:  # no sandbox: a private folder on the host
+            private = self.dir / "private"
+            for sub in ("tmp", "home", "work", "home/.ipython", "home/.ipython/profile_default"):
+                (private / sub).mkdir(parents=True)
+            shutil.copy(config, private / "home/.ipython/profile_default/ipython_kernel_config.py")
+            if uid is not None:
+                for path in [private, *private.rglob("*")]:
+                    os.chown(path, uid, uid)
+            home, tmp = str(private / "home"), str(private / "tmp")
+            inbox, outbox = str(self.inbox), str(self.outbox)
+            cwd_host = str(private / "work")
+        self.inside = (inbox, outbox)
         kernel_env.update(
-            HOME=str(self.dir / "home"), TMPDIR=str(self.dir / "tmp"), MPLCONFIGDIR=str(self.dir / "home"),
-            IPYTHONDIR=str(self.dir / "home" / ".ipython"), JUPYTER_RUNTIME_DIR=str(self.dir / "tmp"),
-            XDG_CACHE_HOME=str(self.dir / "home" / ".cache"),
+            HOME=home, TMPDIR=tmp, MPLCONFIGDIR=f"{home}/.config/matplotlib", IPYTHONDIR=f"{home}/.ipython",
+            JUPYTER_RUNTIME_DIR=tmp, XDG_CACHE_HOME=f"{home}/.cache", PATH="/usr/local/bin:/usr/bin:/bin",
         )
-        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", str(conn), "--HistoryManager.enabled=False"]
+        argv = [python_executable() if bwrap else sys.executable, "-m", "companion.grading.launch",
+                *sandbox.limits_argv(), "--", "-f", f"{inbox}/kernel.json", "--HistoryManager.enabled=False"]
+        if bwrap:
+            command = sandbox.wrap(argv, slot, binds, env=kernel_env, chdir=WORK)
+            popen_env: dict[str, str] | None = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        else:
+            command = sandbox.wrap(argv, slot, [])
+            popen_env = kernel_env
+        if sandbox.cgroups and bwrap:
+            self.cgroup = Cgroup(f"course-grade-{os.getpid()}-{next(self._run_ids)}", sandbox.memory_bytes,
+                                 sandbox.processes).create()
         self.log = open(self.dir / "kernel.log", "wb")
         self.proc = subprocess.Popen(
-            sandbox.command(argv, slot), cwd=self.dir / "work", env=kernel_env, stdin=subprocess.DEVNULL,
-            stdout=self.log, stderr=self.log, start_new_session=True, preexec_fn=sandbox.limits(slot),
+            command, cwd=cwd_host or "/", env=popen_env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+            start_new_session=True, preexec_fn=sandbox.preexec(self.cgroup), close_fds=True,
         )
         self.client = BlockingKernelClient()
         self.client.load_connection_file(str(conn))
-        self.client.start_channels(shell=True, iopub=False, stdin=True, hb=False, control=False)
-        self.poller = zmq.Poller()
-        self.poller.register(self.client.shell_channel.socket, zmq.POLLIN)
-        self.poller.register(self.client.stdin_channel.socket, zmq.POLLIN)
-        self._counter = itertools.count(1)
         try:
+            self._wait_sockets(ipc, uid, startup_timeout)
+            # Connect once the kernel made its socket files, and never reconnect: a socket file the
+            # kernel replaced later (by a link to a socket of the host, say) is never followed.
+            self.client.context.setsockopt(zmq.RECONNECT_IVL, -1)
+            self.client.start_channels(shell=True, iopub=False, stdin=True, hb=False, control=True)
+            self.poller = zmq.Poller()
+            self.poller.register(self.client.shell_channel.socket, zmq.POLLIN)
+            self.poller.register(self.client.stdin_channel.socket, zmq.POLLIN)
             self._wait_ready(startup_timeout)
         except BaseException:
             self.close()
             raise
+
+    def _wait_sockets(self, ipc: Path, uid: int | None, timeout: float) -> None:
+        """Wait until the kernel has made its five socket files (real sockets, not links)."""
+        import stat
+
+        info = self.client.get_connection_info()
+        names = [f"k-{info[p]}" for p in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise RuntimeError(f"the kernel did not start:\n{self.log_tail()}")
+            try:
+                modes = [os.lstat(ipc / name) for name in names]
+                if all(stat.S_ISSOCK(m.st_mode) and (uid is None or m.st_uid == uid) for m in modes):
+                    return
+                if any(not stat.S_ISSOCK(m.st_mode) for m in modes):
+                    raise RuntimeError("the kernel's socket folder holds something that is not a socket")
+            except FileNotFoundError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"the kernel did not start within {timeout:.0f} s:\n{self.log_tail()}")
 
     # -- life and death
     def alive(self) -> bool:
@@ -282,13 +222,23 @@ class Kernel:
             return ""
 
     def interrupt(self) -> None:
+        """Ask the kernel to interrupt its code (an ``interrupt_request``: the sandbox hides the
+        kernel's process from signals sent by its number)."""
         try:
-            os.kill(self.proc.pid, signal.SIGINT)
-        except OSError:
+            msg = self.client.session.msg("interrupt_request", {})
+            self.client.control_channel.send(msg)
+        except Exception:
             pass
+        if self.sandbox.kind != "bwrap":
+            try:
+                os.kill(self.proc.pid, signal.SIGINT)
+            except OSError:
+                pass
 
     def kill(self) -> None:
-        for action in (lambda: os.killpg(self.proc.pid, signal.SIGKILL), lambda: self.sandbox.kill_all(self.slot)):
+        """End the kernel and every process it started (killing bwrap ends its PID namespace)."""
+        for action in (lambda: os.killpg(self.proc.pid, signal.SIGKILL), lambda: self.proc.kill(),
+                       lambda: self.sandbox.kill_all(self.slot)):
             try:
                 action()
             except OSError:
@@ -297,11 +247,17 @@ class Kernel:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
     def close(self) -> None:
         self.kill()
         try:
             self.client.stop_channels()
+        except Exception:
+            pass
+        try:
+            self.client.context.destroy(linger=0)
         except Exception:
             pass
         self.log.close()
@@ -388,21 +344,24 @@ class StudentKernel:
     raised: list[dict] = field(default_factory=list)  # the student's exceptions seen by the proxies
     exercise_deadline: float = float("inf")
     seconds_start: float = 0.0  # starting the first kernel (not counted in the notebook's limit)
+    notebook: str | None = None  # the submission's file: a copy is all the kernel sees of it
+    seed: int | None = 0  # random, NumPy and torch seeded in the kernel before the student's code
 
     def __post_init__(self) -> None:
         self.poison: set[int] = set()
         self.done: list[int] = []  # cells run to completion (ok or error), in order
-        self.refs: dict[int, Any] = {}
-        self._ref_ids = itertools.count(1)
+        self.recorders: dict[int, Any] = {}  # number -> a checker's watched function (_core.recording)
         self._requests = itertools.count(1)
-        self._in_callback = False
-        self.pickle_module = wire.make_pickle_module(self._refer, self._remote_reduce)
+        self.pickle_module = wire.make_pickle_module(self._remote_reduce, self._recorder_reduce)
+        self.deadline = float("inf")  # the notebook's time budget: its first run and every replay
 
     # -- kernel life
     def _start(self) -> None:
-        self.kernel = Kernel(self.sandbox, self.slot, self.env)
+        self.kernel = Kernel(self.sandbox, self.slot, self.env, notebook=self.notebook)
         self.generation += 1
-        prelude = f"__import__('companion.grading.kernel', fromlist=['prelude']).prelude({str(self.kernel.transfer)!r})"
+        inbox, outbox = self.kernel.inside
+        prelude = (f"__import__('companion.grading.kernel', fromlist=['prelude']).prelude({inbox!r}, {outbox!r}, "
+                   f"seed={self.seed!r})")
         reply = self.kernel.execute(prelude, timeout=60)
         if reply.status != "ok":
             raise RuntimeError(f"the grader's set-up failed in the kernel: {reply.ename}: {reply.evalue}")
@@ -420,7 +379,7 @@ class StudentKernel:
         started = time.monotonic()
         self._start()
         self.seconds_start = time.monotonic() - started
-        deadline = time.monotonic() + self.limits.notebook  # the kernel's start does not count
+        deadline = self.deadline = time.monotonic() + self.limits.notebook  # the kernel's start does not count
         position = 0
         while position < len(self.cells):
             index, source = self.cells[position]
@@ -470,12 +429,17 @@ class StudentKernel:
         return True
 
     def _restart(self, deadline: float | None = None) -> bool:
-        """A fresh kernel with every cell run so far replayed (except the ones to blame)."""
+        """A fresh kernel with every cell run so far replayed (except the ones to blame), within
+        what is left of the notebook's time budget (replays get no fresh budget)."""
         while True:
             self._stop()
             if self.restarts >= self.limits.restarts:
                 self.notes.append(f"the kernel was lost more than {self.limits.restarts} times: "
                                   "the rest of the notebook was not run")
+                return False
+            if time.monotonic() >= self.deadline:
+                self.notes.append(f"the kernel was lost after the notebook's {self.limits.notebook:.0f} s were "
+                                  "spent: no time was left to run it again")
                 return False
             self.restarts += 1
             try:
@@ -484,18 +448,27 @@ class StudentKernel:
                 self._stop()
                 self.notes.append(f"a new kernel could not be started: {str(exc)[:300]}")
                 return False
-            replay_deadline = time.monotonic() + self.limits.notebook
             sources = dict(self.cells)
             ok = True
             for index in [i for i in self.done if i not in self.poison]:
-                remaining = replay_deadline - time.monotonic()
+                remaining = self.deadline - time.monotonic()
+                if remaining <= 0:
+                    self.notes.append(f"the notebook's {self.limits.notebook:.0f} s ran out while it was run again "
+                                      "after a restart")
+                    self._stop()
+                    return False
                 try:
                     assert self.kernel is not None
-                    if self.kernel.execute(sources[index], min(self.limits.cell, max(remaining, 0.1))).exit_requested:
+                    if self.kernel.execute(sources[index], min(self.limits.cell, remaining)).exit_requested:
                         self.poison.add(index)
                         ok = False
                         break
                 except Timeout as exc:
+                    if time.monotonic() >= self.deadline:
+                        self.notes.append(f"the notebook's {self.limits.notebook:.0f} s ran out while it was run "
+                                          "again after a restart")
+                        self._stop()
+                        return False
                     if exc.killed:
                         self.poison.add(index)
                         ok = False
@@ -515,12 +488,13 @@ class StudentKernel:
             raise NoKernel("the kernel could not be restarted")
 
     # -- requests from the checkers
-    def _refer(self, obj: Any) -> tuple:
+    def _recorder_reduce(self, fn: Any) -> tuple:
+        """A function the checker watches goes to the kernel as a number and the function it wraps."""
         from companion.grading import kernel as kside
 
-        n = next(self._ref_ids)
-        self.refs[n] = obj
-        return (kside._grader_ref, (n, type(obj).__name__, callable(obj)))
+        n = len(self.recorders) + 1
+        self.recorders[n] = fn
+        return (kside._recorder, (n, (fn.__kwdefaults__ or {}).get("__original")))
 
     def _remote_reduce(self, obj: wire.Remote) -> tuple:
         from companion.grading import kernel as kside
@@ -539,18 +513,50 @@ class StudentKernel:
             reply = self._request("get", name=name)
         if reply.get("missing"):
             return MISSING
-        return self._result(reply, [], {})
+        value = self._result(reply, [], {})
+        text = reply.get("source")
+        if isinstance(value, wire.Remote) and isinstance(text, str):
+            object.__getattribute__(value, "__dict__")["__course_source__"] = text[:200_000]
+        return value
 
     def remote(self, obj: wire.Remote, op: str, **payload: Any) -> Any:
-        """Called by a :class:`~companion.grading.wire.Remote` placeholder: do ``op`` in the kernel."""
-        if self._in_callback:
-            raise TypeError("the grader cannot call the student's code while the student's code calls the grader")
+        """Called by a :class:`~companion.grading.wire.Remote` placeholder: do ``op`` in the kernel.
+
+        The grader's own work here (sending, reading, copying back) is hidden from the rule
+        recorder of the checker's ``observe``: what the student's code did is what the kernel
+        observed, and it is recorded from the reply (:func:`companion.exercises.rules.record`)."""
         info = object.__getattribute__(obj, "_remote_info")
         if info.get("generation") != self.generation:
             raise KernelDied("the kernel was restarted after this object was made")
         args, kwargs = payload.pop("args", ()), payload.pop("kwargs", {})
-        reply = self._request(op, target=obj, args=args, kwargs=kwargs, **payload)
-        return self._result(reply, args, kwargs)
+        profiler = sys.getprofile()  # the rules' module recorder must not see the grader's own work
+        sys.setprofile(None)
+        try:
+            return self._remote_quietly(op, obj, args, kwargs, payload)
+        finally:
+            sys.setprofile(profiler)
+
+    def _remote_quietly(self, op: str, obj: wire.Remote, args: tuple, kwargs: dict, payload: dict) -> Any:
+        import torch
+
+        from companion.exercises import rules
+
+        with torch._C.DisableTorchFunction():
+            reply = self._request(op, target=obj, args=args, kwargs=kwargs, **payload)
+            observation = reply.get("observation")
+            if op == "call" and observation is not None:
+                try:
+                    rules.record(rules.Observation.from_json(observation))
+                except ValueError as exc:
+                    raise HelperFailed(f"a malformed observation: {exc}") from None
+            for n in reply.get("recorders") or []:
+                fn = self.recorders.get(n) if type(n) is int else None
+                if fn is not None:  # note the call as the checker's own wrapper would have
+                    label = (fn.__kwdefaults__ or {}).get("__label")
+                    for cell in fn.__closure__ or ():
+                        if type(cell.cell_contents) is list:
+                            cell.cell_contents.append(label)
+            return self._result(reply, args, kwargs)
 
     def _request(self, op: str, **payload: Any) -> dict:
         started = time.monotonic()
@@ -559,21 +565,21 @@ class StudentKernel:
         kernel = self.kernel
         assert kernel is not None
         n = next(self._requests)
-        request, reply_path = kernel.transfer / f"req-{n}.pt", kernel.transfer / f"rep-{n}.st"
+        request, reply_path = kernel.inbox / f"req-{n}.pt", kernel.outbox / f"rep-{n}.st"
         try:
-            wire.write_pickle(request, {"op": op, "reply": str(reply_path), **payload}, self.pickle_module)
+            wire.write_pickle(request, {"op": op, "reply": reply_path.name, **payload}, self.pickle_module)
         except Exception as exc:
             request.unlink(missing_ok=True)
             raise SendFailed(f"{type(exc).__name__}: {exc}") from None
-        os.chmod(request, 0o644)
         timeout = min(self.limits.call, self.exercise_deadline - time.monotonic())
         if timeout <= 0:
+            request.unlink(missing_ok=True)
             raise CallTimedOut(self.limits.exercise, killed=False)
-        code = f"__import__('companion.grading.kernel', fromlist=['handle']).handle({str(request)!r})"
+        code = f"__import__('companion.grading.kernel', fromlist=['handle']).handle({request.name!r})"
         try:
-            reply = kernel.execute(code, timeout, on_input=self._callback)
+            reply = kernel.execute(code, timeout)
         except Timeout as exc:
-            reply_path.unlink(missing_ok=True)
+            _unlink(reply_path)
             if exc.killed:
                 self._stop()
             raise CallTimedOut(exc.seconds, exc.killed) from None
@@ -586,14 +592,14 @@ class StudentKernel:
             self._stop()
             raise KernelDied("your code called exit() or quit()")
         if reply.status != "ok":
-            reply_path.unlink(missing_ok=True)
+            _unlink(reply_path)
             raise HelperFailed(f"{reply.ename}: {reply.evalue}")
         try:
             out = wire.read_safe(reply_path, session=self)
         except wire.WireError as exc:
             raise HelperFailed(str(exc)) from None
         finally:
-            reply_path.unlink(missing_ok=True)
+            _unlink(reply_path)
         if not isinstance(out, dict):
             raise HelperFailed("the reply is not a dict")
         self._stamp(out)
@@ -625,38 +631,14 @@ class StudentKernel:
         self.raised.append(error)
         raise rebuild_exception(error)
 
-    def _callback(self, prompt: str) -> str:
-        """Answer an ``input_request``: a call back into the grader, or (anything else) nothing."""
-        from companion.grading.kernel import CALLBACK_PROMPT
 
-        if not prompt.startswith(CALLBACK_PROMPT + " ") or self.kernel is None:
-            return ""
-        n = prompt[len(CALLBACK_PROMPT) + 1:]
-        if not n.isdigit():
-            return ""
-        request, reply = self.kernel.transfer / f"cb-{n}.st", self.kernel.transfer / f"cbr-{n}.pt"
-        self._in_callback = True
-        try:
-            message = wire.read_safe(request, session=self)
-            self._stamp(message)
-            target = self.refs[message["ref"]]
-            if message["op"] == "call":
-                value = target(*message.get("args", ()), **message.get("kwargs", {}))
-            elif message["op"] == "getattr":
-                value = getattr(target, str(message["name"]))
-            else:
-                raise ValueError(f"unknown operation {message['op']!r}")
-            answer: dict = {"ok": True, "value": value}
-        except Exception as exc:
-            answer = {"ok": False, "error": (type(exc).__name__, str(exc)[:2000])}
-        finally:
-            self._in_callback = False
-        try:
-            wire.write_pickle(reply, answer, self.pickle_module)
-        except Exception as exc:
-            wire.write_pickle(reply, {"ok": False, "error": (type(exc).__name__, str(exc)[:2000])}, self.pickle_module)
-        os.chmod(reply, 0o644)
-        return "ok"
+
+def _unlink(path: Path) -> None:
+    """Remove a file of the kernel's folder (``unlink`` never follows a link)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 class _Missing:
@@ -742,6 +724,11 @@ def apply_sync(sync: list, args: tuple, kwargs: dict) -> None:
                 for name, m in target.named_modules():
                     if name in modes:
                         m.training = bool(modes[name])
+                # only attributes the grader's module already has, with a value of the same type
+                for name, value in (payload.get("attributes") or {}).items():
+                    if (isinstance(name, str) and name in vars(target) and type(vars(target)[name]) is type(value)
+                            and type(value) in (int, float, bool, str)):
+                        setattr(target, name, value)
             elif kind == "state":
                 target.load_state_dict(payload)
             elif kind == "list" and isinstance(target, list):
@@ -759,17 +746,19 @@ def apply_sync(sync: list, args: tuple, kwargs: dict) -> None:
                             f"cannot copy back: {type(exc).__name__}: {exc}") from None
 
 
-def kernel_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a student's kernel: the grader's, made reproducible and offline."""
-    import companion
+#: The only variables of the grader's environment a kernel gets (how many threads, the locale).
+PASSED_ON = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LANG", "LC_ALL", "TZ")
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JPY_", "JUPYTER_", "PYTEST_", "COV_"))}
-    root = str(Path(companion.__file__).resolve().parents[1])
-    paths = [root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
+
+def kernel_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a student's kernel, made from nothing: none of the grader's variables
+    (tokens, paths, the command line) reaches it, except the few of :data:`PASSED_ON`."""
+    env = {k: os.environ[k] for k in PASSED_ON if k in os.environ and len(os.environ[k]) < 100}
+    env.setdefault("LANG", "C.UTF-8")
     env.update(
-        PYTHONPATH=os.pathsep.join(paths), PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg",
-        IPYKERNEL_CELL_NAME="<IPY-INPUT>", OMP_WAIT_POLICY="PASSIVE", PIP_NO_INDEX="1",
-        http_proxy="http://0.0.0.0:9", https_proxy="http://0.0.0.0:9", HF_HUB_OFFLINE="1",
+        PYTHONPATH=str(Path(__import__("companion").__file__).resolve().parents[1]), PYTHONHASHSEED="0",
+        PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg", OMP_WAIT_POLICY="PASSIVE",
+        PIP_NO_INDEX="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PATH="/usr/local/bin:/usr/bin:/bin",
     )
     env.update(extra or {})
     return env

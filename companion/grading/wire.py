@@ -7,10 +7,14 @@ Two directions, two formats:
   only ``None``, booleans, numbers, strings, lists and dicts, safetensors gives only tensors,
   and :func:`decode` builds nothing but plain containers, tensors, NumPy arrays and scalars,
   and placeholders (:class:`Remote`) for objects that stay in the kernel.
-* **grader -> kernel** (trusted: the grader's own arguments): ``torch.save``, so that a model,
-  an optimizer and the tensors they share arrive as one object graph. Functions that cannot be
-  pickled (lambdas, closures) and grader objects that cannot be pickled are sent *by reference*:
-  the kernel gets a proxy that calls back into the grader (see :mod:`companion.grading.kernel`).
+* **grader -> kernel** (the grader's own arguments): ``torch.save`` with a pickler that sends
+  every function *by value* (:mod:`cloudpickle`: its code and the values it captured), so that a
+  model, an optimizer, the tensors they share and a checker's helper functions arrive as one
+  object graph rebuilt in the kernel from classes on an allow-list
+  (:data:`companion.grading.kernel.ALLOWED`). Nothing is sent by reference: no object of the
+  grader's can be reached from the kernel. Two things are sent as numbers: a placeholder of a
+  kernel object (:class:`Remote`) goes back as its handle, and a function a checker watches
+  (``_core.recording``) as the number under which the reply says whether it was called.
 
 The kernel-side encoder never fails: a value it cannot describe becomes a *handle*, a reference
 to the object kept in the kernel, which the grader sees as a :class:`Remote` placeholder.
@@ -184,7 +188,7 @@ class Remote:
     ``repr``.
     """
 
-    __slots__ = ("_remote_info", "_remote_session")
+    __slots__ = ("_remote_info", "_remote_session", "__dict__")  # __dict__: ``__course_source__``
 
     def __init__(self, info: dict, session: Any = None):
         object.__setattr__(self, "_remote_info", info)
@@ -195,10 +199,20 @@ class Remote:
         return f"<{info.get('type', 'object')} object in the student's kernel>"
 
     def _remote(self, op: str, **payload: Any) -> Any:
-        session = self._remote_session
-        if session is None or "id" not in self._remote_info:
-            raise TypeError(f"a {self._remote_info.get('type', 'object')} object ({self._remote_info.get('why', 'not plain data')}) cannot be used by the grader")
-        return session.remote(self, op, **payload)
+        # The checker may be watching the student's function (rules.observe): the grader's own
+        # work from here on is not the student's, so neither the torch-function recorder nor the
+        # module profiler sees it; what the student's code did comes back from the kernel.
+        profiler = sys.getprofile()
+        sys.setprofile(None)
+        try:
+            with torch._C.DisableTorchFunction():
+                session = self._remote_session
+                if session is None or "id" not in self._remote_info:
+                    raise TypeError(f"a {self._remote_info.get('type', 'object')} object "
+                                    f"({self._remote_info.get('why', 'not plain data')}) cannot be used by the grader")
+                return session.remote(self, op, **payload)
+        finally:
+            sys.setprofile(profiler)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self._remote_info.get("callable"):
@@ -228,6 +242,18 @@ class Remote:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("objects of the student's kernel cannot be changed by the grader")
 
+
+def _outside_the_rules(fn: Any) -> Any:
+    """``fn`` with globals named ``grader-proxy``: the rules' module profiler notes the module of
+    each Python function the student's code calls, and a placeholder's entry points (reached
+    before :meth:`Remote._remote` can pause the profiler) must not read as ``companion.grading``."""
+    return types.FunctionType(fn.__code__, {**fn.__globals__, "__name__": "grader-proxy"}, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
+
+
+for _name in ("__call__", "__getattr__", "__iter__", "__len__", "__getitem__", "_remote"):
+    setattr(Remote, _name, _outside_the_rules(Remote.__dict__[_name]))
+del _name
 
 _REMOTE_CLASSES: dict[str, type] = {}
 
@@ -376,25 +402,52 @@ def decode(structure: Any, tensors: dict[str, torch.Tensor], session: Any = None
         raise WireError(f"a malformed description ({type(exc).__name__}: {exc})") from None
 
 
-def read_safe(path: str | os.PathLike, session: Any = None, max_bytes: int = MAX_BYTES) -> Any:
-    """Read a value written by :func:`write_safe`. Raises :class:`WireError`; runs no code."""
-    from safetensors import safe_open
-
+def read_bytes(path: str | os.PathLike, max_bytes: int) -> bytes:
+    """The bytes of a regular file the kernel wrote, opened without following a link (a link the
+    kernel planted fails here instead of leading the grader elsewhere)."""
     try:
-        size = os.path.getsize(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise WireError(f"no reply file ({exc.strerror})") from None
-    if size > max_bytes:
-        raise WireError(f"the value is too large to send back ({size / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB)")
     try:
-        tensors = {}
-        with safe_open(os.fspath(path), framework="pt") as f:
-            meta = f.metadata() or {}
-            for key in f.keys():
-                tensors[key] = f.get_tensor(key)
-        text = meta.get(META_KEY)
+        info = os.fstat(fd)
+        import stat
+
+        if not stat.S_ISREG(info.st_mode):
+            raise WireError("the reply is not a regular file")
+        if info.st_size > max_bytes:
+            raise WireError(f"the value is too large to send back ({info.st_size / 2**20:.0f} MB; the limit is "
+                            f"{max_bytes / 2**20:.0f} MB)")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > max_bytes:
+                raise WireError("the reply file grew while it was read")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def parse_safe(data: bytes, session: Any = None) -> Any:
+    """The value in the bytes of a file written by :func:`write_safe`. Raises :class:`WireError`."""
+    from safetensors.torch import load
+
+    try:
+        if len(data) < 8:
+            raise WireError("a truncated reply file")
+        n = int.from_bytes(data[:8], "little")
+        if n > len(data) - 8:
+            raise WireError("a truncated reply file")
+        header = json.loads(data[8:8 + n].decode("utf-8"))
+        meta = header.get("__metadata__") if isinstance(header, dict) else None
+        text = meta.get(META_KEY) if isinstance(meta, dict) else None
         if not isinstance(text, str):
             raise WireError("the reply file has no description")
+        tensors = load(data)
         structure = json.loads(text)
     except WireError:
         raise
@@ -403,64 +456,41 @@ def read_safe(path: str | os.PathLike, session: Any = None, max_bytes: int = MAX
     return decode(structure, tensors, session)
 
 
+def read_safe(path: str | os.PathLike, session: Any = None, max_bytes: int = MAX_BYTES) -> Any:
+    """Read a value written by :func:`write_safe`. Raises :class:`WireError`; runs no code and
+    never follows a link."""
+    return parse_safe(read_bytes(path, max_bytes), session)
+
+
 # ----------------------------------------------------------------- grader -> kernel (pickle)
-def importable(fn: Any) -> bool:
-    """True when ``fn`` can be pickled by reference: found again under its module and name."""
-    module = sys.modules.get(getattr(fn, "__module__", None) or "")
-    obj: Any = module
-    for part in (getattr(fn, "__qualname__", "") or "").split("."):
-        if part.startswith("<") or obj is None:
-            return False
-        obj = getattr(obj, part, None)
-    return obj is fn
+def is_recorder(obj: Any) -> bool:
+    """True for a wrapper made by ``companion.exercises._core.recording`` (a watched function)."""
+    return (isinstance(obj, types.FunctionType) and getattr(obj, "__module__", None) == "companion.exercises._core"
+            and getattr(obj, "__qualname__", "") == "recording.<locals>.wrapper")
 
 
-class _ByReference:
-    """Marks an argument that must stay in the grader (the kernel gets a proxy)."""
+def make_pickle_module(remote: Callable[[Remote], tuple], recorder: Callable[[Any], tuple]) -> types.SimpleNamespace:
+    """A ``pickle_module`` for ``torch.save``: functions by value (cloudpickle), a placeholder of a
+    kernel object as its handle (``remote(obj)``), a watched function as a number (``recorder(obj)``)."""
+    import cloudpickle
 
-    def __init__(self, obj: Any):
-        self.obj = obj
-
-
-def make_pickle_module(refer: Callable[[Any], tuple], remote: Callable[[Remote], tuple]) -> types.SimpleNamespace:
-    """A ``pickle_module`` for ``torch.save`` that sends unpicklable functions by reference.
-
-    ``refer(obj)`` and ``remote(obj)`` return the reduce tuples for a grader object kept by
-    reference and for a placeholder of a kernel object.
-    """
-
-    class Pickler(pickle.Pickler):
+    class Pickler(cloudpickle.Pickler):
         def reducer_override(self, obj: Any) -> Any:
             if isinstance(obj, Remote):
                 return remote(obj)
-            if isinstance(obj, _ByReference):
-                return refer(obj.obj)
-            if isinstance(obj, types.FunctionType) and not importable(obj):
-                return refer(obj)  # a lambda or a closure: pickle would refuse it
-            return NotImplemented
+            if is_recorder(obj):
+                return recorder(obj)
+            return super().reducer_override(obj)
 
     return types.SimpleNamespace(Pickler=Pickler, Unpickler=pickle.Unpickler, load=pickle.load, dump=pickle.dump,
                                  loads=pickle.loads, dumps=pickle.dumps, __name__="pickle")
 
 
 def write_pickle(path: str | os.PathLike, obj: Any, pickle_module: types.SimpleNamespace) -> None:
-    """``torch.save`` ``obj``; top-level items of a tuple/list/dict that cannot be pickled go by reference."""
-    def picklable(x: Any) -> bool:
-        try:
-            torch.save(x, io.BytesIO(), pickle_module=pickle_module)
-            return True
-        except Exception:
-            return False
-
-    def mark(x: Any) -> Any:
-        if isinstance(x, (Remote, _ByReference)) or x is None or isinstance(x, (bool, int, float, str, torch.Tensor)):
-            return x
-        if type(x) in (list, tuple):
-            return type(x)(mark(e) for e in x)
-        if type(x) is dict:
-            return {k: mark(v) for k, v in x.items()}
-        return x if picklable(x) else _ByReference(x)
-
-    tmp = f"{path}.part"
-    torch.save(mark(obj), tmp, pickle_module=pickle_module)
-    os.replace(tmp, path)
+    """``torch.save`` ``obj`` into a new file (never through a link, never over an existing file)."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer, pickle_module=pickle_module)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(f.fileno(), 0o644)  # readable by the kernel's user, whatever the umask
+        f.write(buffer.getbuffer())

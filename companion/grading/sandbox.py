@@ -1,0 +1,370 @@
+"""Where a student's kernel runs: a bubblewrap (``bwrap``) sandbox, one per kernel.
+
+What the sandbox gives each kernel (:meth:`Sandbox.command` builds the ``bwrap`` command line):
+
+* **its own files only.** The kernel's root folder is an empty in-memory file system holding the
+  system's programs and libraries (``/usr``, a few files of ``/etc``), the Python installation
+  and the course's ``companion`` package, all **read-only**; its own notebook (a copy, read-only);
+  a private ``/tmp``, ``/var/tmp``, ``/dev/shm`` and home folder, each an in-memory file system of
+  a bounded size (:attr:`Sandbox.tmpfs_bytes`) that vanishes with the kernel; and two folders
+  shared with the grader: ``/grader/in`` (the grader's requests, read-only) and ``/grader/out``
+  (the kernel's replies, the only place it can write that the grader reads, always without
+  following links). The submissions folder, the gradebook, the course's other files, the
+  grader's home and every other kernel's files do not exist inside.
+* **no network and no host sockets.** Empty network, IPC and UTS namespaces: no interface but a
+  loopback of its own, no abstract Unix sockets of the host, no socket files of the host (none is
+  mounted inside). The kernel talks to the grader over ZeroMQ through socket files in a folder
+  made for that kernel alone.
+* **its own processes only.** A PID namespace: the kernel sees no other process (so neither the
+  grader's command line nor its environment), and when the kernel ends, or the grader kills it,
+  every process it started ends too (``--die-with-parent``; the namespace's first process is the
+  last to go). A limit on processes (``RLIMIT_NPROC``, counted per sandbox).
+* **a cleared environment** (``--clearenv``): only the variables the kernel needs
+  (:func:`companion.grading.session.kernel_env`), none of the grader's.
+* **memory.** ``RLIMIT_AS`` per process, in-memory file systems of bounded size (so that
+  ``/dev/shm`` and ``/tmp`` cannot hold more than :attr:`Sandbox.tmpfs_bytes` each) and, as root
+  where the memory and pids cgroups can be written, one cgroup per kernel whose limit counts
+  every page of the kernel and its children, shared memory included, and a pids limit.
+* **as root, an unprivileged user.** The grader starts ``bwrap`` as root (namespaces without a
+  user namespace) and the kernel then drops to a user of its own (uid ``61000 + n``, no groups,
+  no capabilities, ``no_new_privs``), reserved for this grading run. As an ordinary user,
+  ``bwrap`` makes a user namespace in which the kernel keeps the instructor's uid, without any
+  capability, and cannot make further user namespaces (``--disable-userns``).
+
+Where ``bwrap`` cannot run (not installed, or user namespaces disabled), the grader says so at
+the start and in the JSON file, and grades with what remains: internet sockets refused inside the
+kernel, a private folder, limits, and as root a separate user (see :meth:`Sandbox.describe`).
+"""
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+UID_BASE = 61000
+UID_COUNT = 1000  # the kernels' users are UID_BASE .. UID_BASE + UID_COUNT - 1
+_held_locks: dict[int, object] = {}  # uid -> lock file of the users this process reserved
+#: Inside the sandbox.
+HOME = "/home/student"
+WORK = HOME + "/work"
+IN, OUT = "/grader/in", "/grader/out"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "fonts", "mime.types",
+        "nsswitch.conf", "passwd", "group", "host.conf", "matplotlibrc")
+
+
+def course_root() -> Path:
+    import companion
+
+    return Path(companion.__file__).resolve().parents[1]
+
+
+def _python_paths() -> list[str]:
+    """The folders the kernel's Python needs, read-only: the installation and the environment."""
+    paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    return sorted(p for p in paths if p not in ("/", "/usr") and not p.startswith("/usr/"))
+
+
+def python_executable() -> str:
+    """The interpreter, as a path that finds its environment (``pyvenv.cfg``) inside the sandbox."""
+    return os.path.join(os.path.realpath(sys.prefix), "bin", "python3")
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How kernels are confined on this machine; see the module docstring."""
+
+    kind: str  # "bwrap" or "none"
+    root: bool  # the grader runs as root: kernels drop to users of their own
+    why_not: str = ""  # when kind == "none": why bwrap cannot be used
+    memory_bytes: int | None = None
+    tmpfs_bytes: int = 256 * 2**20
+    processes: int = 256
+    cgroups: bool = False  # as root: one memory and pids cgroup per kernel
+    uids: tuple[int, ...] = ()  # one user per job slot, reserved by this run (see reserve)
+    bwrap: str = "bwrap"
+
+    # ------------------------------------------------------------------ finding out
+    @classmethod
+    def detect(cls, enabled: bool = True, memory_gib: float | None = 8.0) -> "Sandbox":
+        memory = int(memory_gib * 2**30) if memory_gib else None
+        root = hasattr(os, "geteuid") and os.geteuid() == 0
+        if not enabled:
+            return cls("none", False, "--no-sandbox was given", memory)
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:
+            return cls("none", root, "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt install bubblewrap)", memory)
+        probe = cls("bwrap", root, memory_bytes=memory, bwrap=bwrap, uids=(UID_BASE,) if root else ())
+        cgroups = root and _cgroups_writable()
+        try:
+            done = subprocess.run(probe.wrap(["/bin/true"], slot=0, binds=[]), capture_output=True, timeout=30)
+            error = done.stderr.decode(errors="replace").strip()
+            ok = done.returncode == 0
+        except (OSError, subprocess.SubprocessError) as exc:
+            ok, error = False, str(exc)
+        if not ok:
+            return cls("none", root, f"bwrap could not make a sandbox here ({error[:200] or 'no reason given'}); "
+                                     "user namespaces may be disabled (kernel.unprivileged_userns_clone)", memory)
+        return cls("bwrap", root, "", memory, cgroups=cgroups, bwrap=bwrap)
+
+    def describe(self) -> str:
+        if self.kind == "bwrap":
+            who = ("each kernel as its own unprivileged user" if self.root
+                   else "each kernel in a user namespace, as the grading user without capabilities")
+            memory = (f"memory {self.memory_bytes / 2**30:g} GiB per kernel" if self.memory_bytes else "no memory limit")
+            memory += " (a cgroup, shared memory included)" if self.cgroups else " per process (RLIMIT_AS)"
+            return (f"bubblewrap sandbox: only its own notebook, the course and Python read-only; private /tmp, "
+                    f"/dev/shm and home of {self.tmpfs_bytes / 2**20:.0f} MiB each; no network, no host sockets, no "
+                    f"other process visible; cleared environment; at most {self.processes} processes; {memory}; "
+                    f"{who}; every process ended with the kernel")
+        who = "each kernel as its own unprivileged user" if self.root else "kernels run as the grading user"
+        return (f"NO SANDBOX ({self.why_not}): internet sockets are refused inside the kernel and each kernel "
+                f"starts in a private folder, with time, memory and file-size limits; {who}. NOT guaranteed: "
+                "a kernel can read what that user can read (other submissions included), use Unix sockets, "
+                "and leave processes or files behind" + ("" if self.root else
+                "; it can also write what the grading user can write (the course's files included)"))
+
+    def warning(self) -> str | None:
+        """What to tell the instructor at the start, when the protection is weaker than it should be."""
+        if self.kind == "bwrap":
+            return None
+        return "warning: grading without a sandbox. " + self.describe()
+
+    # ------------------------------------------------------------------ users
+    def reserve(self, slots: int) -> "Sandbox":
+        """This sandbox with ``slots`` users reserved for this run alone (as root).
+
+        Two grading runs on one machine must never share a user. Each user is held through an
+        exclusive lock on ``/tmp/course-grade-uid-<uid>.lock`` (where earlier versions of the
+        grader take it too) until this process ends (or :func:`release`)."""
+        if not self.root:
+            return self
+        import fcntl
+
+        folder = "/tmp"
+        uids: list[int] = []
+        for uid in range(UID_BASE, UID_BASE + UID_COUNT):
+            if len(uids) == slots:
+                break
+            try:
+                fd = os.open(f"{folder}/course-grade-uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            except OSError:
+                continue
+            handle = os.fdopen(fd, "a")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                continue
+            _held_locks[uid] = handle
+            uids.append(uid)
+        if len(uids) < slots:
+            raise RuntimeError(f"only {len(uids)} of {slots} sandbox users are free (other grading runs hold the rest)")
+        return Sandbox(self.kind, self.root, self.why_not, self.memory_bytes, self.tmpfs_bytes, self.processes,
+                       self.cgroups, tuple(uids), self.bwrap)
+
+    def uid(self, slot: int) -> int | None:
+        if not self.root:
+            return None
+        if slot >= len(self.uids):
+            raise RuntimeError("no sandbox user reserved for this job slot (call Sandbox.reserve first)")
+        return self.uids[slot]
+
+    # ------------------------------------------------------------------ the command
+    def wrap(self, argv: list[str], slot: int, binds: list[tuple[str, str, str]], env: dict[str, str] | None = None,
+             chdir: str | None = None) -> list[str]:
+        """``argv`` run in the sandbox. ``binds``: ``(option, host path, path inside)`` with option
+        ``--ro-bind`` or ``--bind``, for the kernel's own folders."""
+        if self.kind != "bwrap":
+            uid = self.uid(slot)
+            if uid is None:
+                return list(argv)
+            return [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                    "--no-new-privs", *argv]
+        cmd = [self.bwrap]
+        if self.root:  # namespaces without a user namespace; the kernel drops to its user below
+            cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+        else:
+            cmd += ["--unshare-all", "--unshare-user", "--disable-userns"]
+        cmd += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
+        for key, value in sorted((env or {}).items()):
+            cmd += ["--setenv", key, value]
+        made: set[str] = {"/"}
+
+        def parents(path: str) -> None:
+            parts = Path(path).parent.parts
+            for i in range(2, len(parts) + 1):
+                p = str(Path(*parts[:i]))
+                if p not in made:
+                    made.add(p)
+                    # in the kernel's home, its user (not root, who makes the folders) must write
+                    cmd.extend(["--perms", "1777" if p.startswith(HOME + "/") else "0755", "--dir", p])
+
+        cmd += ["--ro-bind", "/usr", "/usr"]
+        made.add("/usr")
+        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            path = f"/{name}"
+            if os.path.islink(path):
+                cmd += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                cmd += ["--ro-bind", path, path]
+            made.add(path)
+        cmd += ["--perms", "0755", "--dir", "/etc"]
+        made.add("/etc")
+        for name in _ETC:
+            if os.path.exists(f"/etc/{name}"):
+                cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        cmd += ["--proc", "/proc", "--dev", "/dev"]
+        made |= {"/proc", "/dev"}
+        for path in ("/tmp", "/var/tmp", "/dev/shm", HOME):
+            parents(path)
+            cmd += ["--perms", "1777", "--size", str(self.tmpfs_bytes), "--tmpfs", path]
+            made.add(path)
+        for path in [*_python_paths(), str(course_root() / "companion")]:
+            parents(path)
+            cmd += ["--ro-bind", path, path]
+            made.add(path)
+        for option, host, inside in binds:
+            parents(inside)
+            if option == "--dir":
+                cmd += ["--perms", "1777", "--dir", inside]
+            else:
+                cmd += [option, host, inside]
+            made.add(inside)
+        if chdir:
+            cmd += ["--chdir", chdir]
+        uid = self.uid(slot)
+        if uid is not None:
+            cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", "/usr/bin/setpriv",
+                    f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--inh-caps=-all"]
+        else:
+            cmd += ["--"]
+        return cmd + list(argv)
+
+    def preexec(self, cgroup: "Cgroup | None") -> Callable[[], None]:
+        """Runs in the child before ``exec``: join the kernel's cgroup, die with the grader."""
+        def apply() -> None:
+            if cgroup is not None:
+                cgroup.join()
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            try:  # PR_SET_PDEATHSIG: SIGKILL bwrap when the grading process ends
+                import ctypes
+
+                ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))
+            except Exception:
+                pass
+
+        return apply
+
+    def limits_argv(self) -> list[str]:
+        """Arguments of :mod:`companion.grading.launch`, which sets the limits inside the sandbox
+        (after the user namespace exists, so that the process limit counts this sandbox alone)."""
+        return ["--nproc", str(self.processes), "--as", str(self.memory_bytes or 0), "--fsize", str(2**30)]
+
+    def kill_all(self, slot: int) -> None:
+        """SIGKILL every process of the slot's user (without bwrap, as root)."""
+        uid = self.uid(slot)
+        if uid is None or self.kind == "bwrap":
+            return
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if entry.stat().st_uid == uid:
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+
+
+def release(sandbox: Sandbox | None = None) -> None:
+    """Give back the users ``sandbox`` reserved (all that this process reserved, by default)."""
+    for uid in list(sandbox.uids if sandbox is not None else _held_locks):
+        handle = _held_locks.pop(uid, None)
+        if handle is not None:
+            handle.close()
+
+
+# ------------------------------------------------------------------------------- cgroups
+def _cgroups_writable() -> bool:
+    for controller in ("memory", "pids"):
+        base = CGROUP_ROOT / controller
+        if not (base / "cgroup.procs").exists():
+            return False
+        probe = base / f"course-grade-probe-{os.getpid()}"
+        try:
+            probe.mkdir()
+            probe.rmdir()
+        except OSError:
+            return False
+    return True
+
+
+@dataclass
+class Cgroup:
+    """One memory and one pids cgroup (v1) for one kernel, as root."""
+
+    name: str
+    memory_bytes: int | None
+    processes: int
+    paths: list[Path] = field(default_factory=list)
+
+    def create(self) -> "Cgroup":
+        for controller in ("memory", "pids"):
+            path = CGROUP_ROOT / controller / self.name
+            path.mkdir(exist_ok=True)
+            self.paths.append(path)
+        memory, pids = self.paths
+        if self.memory_bytes:
+            (memory / "memory.limit_in_bytes").write_text(str(self.memory_bytes))
+            swap = memory / "memory.memsw.limit_in_bytes"
+            if swap.exists():
+                try:
+                    swap.write_text(str(self.memory_bytes))
+                except OSError:
+                    pass
+        (pids / "pids.max").write_text(str(self.processes + 16))
+        return self
+
+    def join(self) -> None:  # in the child, before exec (async-signal-safe enough: plain writes)
+        for path in self.paths:
+            fd = os.open(str(path / "cgroup.procs"), os.O_WRONLY)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+
+    def oom_killed(self) -> bool:
+        try:
+            text = (self.paths[0] / "memory.oom_control").read_text()
+            return any(line == "oom_kill 1" or (line.startswith("oom_kill ") and line != "oom_kill 0")
+                       for line in text.splitlines())
+        except (OSError, IndexError):
+            return False
+
+    def remove(self) -> None:
+        for path in self.paths:
+            for _ in range(50):
+                try:
+                    pids = [int(p) for p in (path / "cgroup.procs").read_text().split()]
+                except OSError:
+                    break
+                if not pids:
+                    break
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                import time
+
+                time.sleep(0.02)
+            try:
+                path.rmdir()
+            except OSError:
+                pass

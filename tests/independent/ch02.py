@@ -1,0 +1,391 @@
+"""Independent red-team cases for chapter 2 (attention).
+
+Written from the student notebook only: the exercise texts and the check
+cells, never the checkers' code. See README.md.
+"""
+import textwrap
+
+MODULE = "companion.exercises.attention"
+PRELUDE = """
+import inspect
+import math
+import time
+import torch
+import torch.nn.functional as F
+from companion import attention
+from companion.exercises import attention as check
+"""
+CASES = []
+
+
+def case(exercise, checker, name, expect, why, source, call):
+    CASES.append(dict(exercise=exercise, checker=checker, module=MODULE,
+                      name=name, expect=expect, why=why,
+                      source=textwrap.dedent(source), call=call))
+
+
+# ---------------------------------------------------------------- 2.1 ----
+def sm(name, expect, why, source):
+    case("2.1", "stable_softmax", name, expect, why, source, "my_softmax")
+
+
+sm("no_max_subtraction", "wrong", "overflows at scores of 1000", """
+def my_softmax(x):
+    e = torch.exp(x)
+    return e / e.sum(dim=-1, keepdim=True)
+""")
+sm("torch_softmax", "wrong", "calls the banned torch.softmax", """
+def my_softmax(x):
+    return torch.softmax(x, dim=-1)
+""")
+sm("aliased_F_softmax", "wrong", "banned softmax under an alias", """
+from torch.nn.functional import softmax as s
+def my_softmax(x):
+    return s(x, -1)
+""")
+sm("method_softmax", "wrong", "the tensor method x.softmax is the banned call", """
+def my_softmax(x):
+    return x.softmax(-1)
+""")
+sm("nn_Softmax_module", "wrong", "torch.nn.Softmax is the banned call in a module", """
+import torch.nn as nn
+_sm = nn.Softmax(dim=-1)
+def my_softmax(x):
+    return _sm(x)
+""")
+sm("special_softmax", "wrong", "torch.special.softmax is the banned call", """
+def my_softmax(x):
+    return torch.special.softmax(x, dim=-1)
+""")
+sm("wrong_axis", "wrong", "softmax over the columns (dim=0)", """
+def my_softmax(x):
+    e = torch.exp(x - x.amax(dim=0, keepdim=True))
+    return e / e.sum(dim=0, keepdim=True)
+""")
+sm("global_max", "wrong", "subtracts the global max: rows far below it underflow to 0/0",
+   """
+def my_softmax(x):
+    e = torch.exp(x - x.max())
+    return e / e.sum(dim=-1, keepdim=True)
+""")
+sm("no_keepdim", "wrong", "amax without keepdim broadcasts along the wrong axis", """
+def my_softmax(x):
+    e = torch.exp(x - x.amax(dim=-1))
+    return e / e.sum(dim=-1, keepdim=True)
+""")
+sm("log_softmax", "wrong", "returns the log-softmax", """
+def my_softmax(x):
+    z = x - x.amax(dim=-1, keepdim=True)
+    return z - torch.log(torch.exp(z).sum(dim=-1, keepdim=True))
+""")
+sm("in_place", "wrong", "subtracts the max and exponentiates in place: mutates x", """
+def my_softmax(x):
+    x -= x.amax(dim=-1, keepdim=True)
+    x.exp_()
+    return x / x.sum(dim=-1, keepdim=True)
+""")
+sm("clamp", "wrong", "clamps the scores instead of shifting them", """
+def my_softmax(x):
+    e = torch.exp(x.clamp(-80, 80))
+    return e / e.sum(dim=-1, keepdim=True)
+""")
+sm("divide_by_max", "wrong", "divides by the max instead of exponentiating", """
+def my_softmax(x):
+    z = x / x.amax(dim=-1, keepdim=True)
+    return z / z.sum(dim=-1, keepdim=True)
+""")
+sm("numpy", "wrong", "NumPy, returns an ndarray", """
+import numpy as np
+def my_softmax(x):
+    a = x.numpy()
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+""")
+sm("companion_import", "wrong", "imports the answer from companion", """
+from companion.attention import softmax as my_softmax
+""")
+sm("whole_tensor_sum", "wrong", "normalizes by the sum of the whole tensor", """
+def my_softmax(x):
+    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+    return e / e.sum()
+""")
+sm("right_max_values", "right", "x.max(...).values instead of amax", """
+def my_softmax(x):
+    shifted = x - x.max(dim=1, keepdim=True).values
+    e = shifted.exp()
+    return e / e.sum(dim=1, keepdim=True)
+""")
+sm("right_logsumexp", "right", "exp(x - logsumexp)", """
+def my_softmax(x):
+    return torch.exp(x - torch.logsumexp(x, dim=-1, keepdim=True))
+""")
+sm("right_no_keepdim_unsqueeze", "right", "amax then unsqueeze", """
+def my_softmax(x):
+    m = torch.amax(x, -1).unsqueeze(-1)
+    e = torch.exp(x - m)
+    s = torch.sum(e, -1).unsqueeze(-1)
+    return e / s
+""")
+
+
+# ---------------------------------------------------------------- 2.2 ----
+def att(name, expect, why, source):
+    case("2.2", "attention", name, expect, why, source, "my_attention")
+
+
+att("scale_dv", "wrong", "scales by sqrt(d_v) instead of sqrt(d_k)", """
+def my_attention(Q, K, V):
+    w = torch.softmax(Q @ K.T / math.sqrt(V.shape[-1]), dim=-1)
+    return w @ V
+""")
+att("scale_dk_not_sqrt", "wrong", "scales by d_k", """
+def my_attention(Q, K, V):
+    w = torch.softmax(Q @ K.T / K.shape[-1], dim=-1)
+    return w @ V
+""")
+att("no_scale", "wrong", "forgot the scale", """
+def my_attention(Q, K, V):
+    return torch.softmax(Q @ K.T, dim=-1) @ V
+""")
+att("softmax_dim0", "wrong", "softmax over the queries", """
+def my_attention(Q, K, V):
+    w = torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), dim=0)
+    return w @ V
+""")
+att("returns_weights", "wrong", "forgot to multiply by V", """
+def my_attention(Q, K, V):
+    return torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), dim=-1)
+""")
+att("returns_tuple", "wrong", "returns (output, weights)", """
+def my_attention(Q, K, V):
+    w = torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), dim=-1)
+    return w @ V, w
+""")
+att("sdpa", "wrong", "calls the library's attention, the very thing to write", """
+import torch.nn.functional as F
+def my_attention(Q, K, V):
+    return F.scaled_dot_product_attention(Q, K, V)
+""")
+att("companion_import", "wrong", "imports the answer from companion", """
+from companion import attention as A
+def my_attention(Q, K, V):
+    out = A.scaled_dot_product_attention(Q, K, V)
+    return out[0] if isinstance(out, tuple) else out
+""")
+att("scale_sqrt_m", "wrong", "scales by the number of keys", """
+def my_attention(Q, K, V):
+    w = torch.softmax(Q @ K.T / math.sqrt(K.shape[0]), dim=-1)
+    return w @ V
+""")
+att("scale_after", "wrong", "scales the output, not the scores", """
+def my_attention(Q, K, V):
+    w = torch.softmax(Q @ K.T, dim=-1)
+    return w @ V / math.sqrt(Q.shape[-1])
+""")
+att("causal_by_accident", "wrong", "applies a causal mask nobody asked for", """
+def my_attention(Q, K, V):
+    s = Q @ K.T / math.sqrt(Q.shape[-1])
+    mask = torch.ones(s.shape, dtype=torch.bool).tril()
+    s = s.masked_fill(~mask, float("-inf"))
+    return torch.softmax(s, dim=-1) @ V
+""")
+att("KQ_transposed", "wrong", "K @ Q.T, then transposes the weights the wrong way",
+    """
+def my_attention(Q, K, V):
+    w = torch.softmax(K @ Q.T / math.sqrt(Q.shape[-1]), dim=-1)
+    return w.T @ V
+""")
+att("sum_not_mean", "wrong", "uses sigmoid instead of softmax", """
+def my_attention(Q, K, V):
+    return torch.sigmoid(Q @ K.T / math.sqrt(Q.shape[-1])) @ V
+""")
+att("right_einsum", "right", "einsum everywhere", """
+def my_attention(Q, K, V):
+    s = torch.einsum("nd,md->nm", Q, K) / K.shape[1] ** 0.5
+    return torch.einsum("nm,mv->nv", s.softmax(dim=-1), V)
+""")
+att("right_own_softmax", "right", "its own stable softmax", """
+def _sm(x):
+    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+    return e / e.sum(dim=-1, keepdim=True)
+def my_attention(Q, K, V):
+    d_k = Q.size(-1)
+    return _sm(torch.matmul(Q, K.transpose(-2, -1)) / math.sqrt(d_k)) @ V
+""")
+att("right_prescale_q", "right", "scales Q first", """
+def my_attention(Q, K, V):
+    q = Q * (1.0 / math.sqrt(Q.shape[-1]))
+    return torch.softmax(q @ K.mT, dim=1) @ V
+""")
+
+
+# ---------------------------------------------------------------- 2.3 ----
+def causal(name, expect, why, source):
+    case("2.3", "causal", name, expect, why, source, "my_causal_mask")
+
+
+causal("triu", "wrong", "upper triangle: key j >= i (the future)", """
+def my_causal_mask(T):
+    return torch.ones(T, T, dtype=torch.bool).triu()
+""")
+causal("strict_lower", "wrong", "tril(-1): a token may not see itself", """
+def my_causal_mask(T):
+    return torch.ones(T, T, dtype=torch.bool).tril(-1)
+""")
+causal("float_mask", "wrong", "a float 0/1 mask, not boolean", """
+def my_causal_mask(T):
+    return torch.tril(torch.ones(T, T))
+""")
+causal("long_mask", "wrong", "an integer mask, not boolean", """
+def my_causal_mask(T):
+    return torch.tril(torch.ones(T, T, dtype=torch.long))
+""")
+causal("additive_mask", "wrong", "returns the additive 0/-inf mask", """
+def my_causal_mask(T):
+    m = torch.zeros(T, T)
+    return m.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1),
+                         float("-inf"))
+""")
+causal("inverted", "wrong", "True where the key is masked", """
+def my_causal_mask(T):
+    return torch.ones(T, T, dtype=torch.bool).triu(1)
+""")
+causal("numpy", "wrong", "a NumPy array", """
+import numpy as np
+def my_causal_mask(T):
+    return np.tril(np.ones((T, T), dtype=bool))
+""")
+causal("batched_shape", "wrong", "shape (1, T, T)", """
+def my_causal_mask(T):
+    return torch.ones(T, T, dtype=torch.bool).tril().unsqueeze(0)
+""")
+causal("leaks_one", "wrong", "j <= i + 1: one future token leaks", """
+def my_causal_mask(T):
+    i = torch.arange(T)
+    return i[None, :] <= i[:, None] + 1
+""")
+causal("uint8", "wrong", "old-style uint8 mask", """
+def my_causal_mask(T):
+    return torch.ones(T, T, dtype=torch.uint8).tril()
+""")
+causal("companion_import", "wrong", "imports the answer from companion", """
+from companion.attention import causal_mask
+def my_causal_mask(T):
+    return causal_mask(T)
+""")
+causal("nested_lists", "wrong", "Python lists of bools", """
+def my_causal_mask(T):
+    return [[j <= i for j in range(T)] for i in range(T)]
+""")
+causal("off_by_one_size", "wrong", "shape (T + 1, T + 1)", """
+def my_causal_mask(T):
+    return torch.ones(T + 1, T + 1, dtype=torch.bool).tril()
+""")
+causal("right_arange", "right", "comparison of two aranges", """
+def my_causal_mask(T):
+    pos = torch.arange(T)
+    return pos.unsqueeze(1) >= pos.unsqueeze(0)
+""")
+causal("right_not_triu", "right", "complement of the strict upper triangle", """
+def my_causal_mask(T):
+    return ~torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+""")
+causal("right_loop", "right", "a double loop (allowed here)", """
+def my_causal_mask(T):
+    m = torch.zeros(T, T, dtype=torch.bool)
+    for i in range(T):
+        for j in range(i + 1):
+            m[i, j] = True
+    return m
+""")
+
+
+# ---------------------------------------------------------------- 2.4 ----
+def pad(name, expect, why, source):
+    case("2.4", "padding", name, expect, why, source, "my_padding_mask")
+
+
+pad("less_equal", "wrong", "<= keeps one padding position", """
+def my_padding_mask(lengths, S):
+    return torch.arange(S)[None, :] <= lengths[:, None]
+""")
+pad("inverted", "wrong", "True at the padding", """
+def my_padding_mask(lengths, S):
+    return torch.arange(S)[None, :] >= lengths[:, None]
+""")
+pad("transposed", "wrong", "shape (S, B)", """
+def my_padding_mask(lengths, S):
+    return torch.arange(S)[:, None] < lengths[None, :]
+""")
+pad("ignores_S", "wrong", "width lengths.max() instead of S", """
+def my_padding_mask(lengths, S):
+    W = int(lengths.max())
+    return torch.arange(W)[None, :] < lengths[:, None]
+""")
+pad("long_dtype", "wrong", "returns integers, not booleans", """
+def my_padding_mask(lengths, S):
+    return (torch.arange(S)[None, :] < lengths[:, None]).long()
+""")
+pad("float_dtype", "wrong", "returns floats, not booleans", """
+def my_padding_mask(lengths, S):
+    return (torch.arange(S)[None, :] < lengths[:, None]).float()
+""")
+pad("one_based", "wrong", "positions 1..S: off by one", """
+def my_padding_mask(lengths, S):
+    return torch.arange(1, S + 1)[None, :] < lengths[:, None]
+""")
+pad("unsqueeze_in_place", "wrong", "unsqueeze_ changes the caller's lengths", """
+def my_padding_mask(lengths, S):
+    lengths.unsqueeze_(1)
+    return torch.arange(S).unsqueeze(0) < lengths
+""")
+pad("numpy", "wrong", "a NumPy array", """
+import numpy as np
+def my_padding_mask(lengths, S):
+    return np.arange(S)[None, :] < lengths.numpy()[:, None]
+""")
+pad("padding_on_left", "wrong", "puts the real tokens at the end", """
+def my_padding_mask(lengths, S):
+    return torch.arange(S)[None, :] >= (S - lengths)[:, None]
+""")
+pad("companion_import", "wrong", "imports the answer from companion", """
+from companion.attention import padding_mask as my_padding_mask
+""")
+pad("last_row_only", "wrong", "uses lengths[0] for every row", """
+def my_padding_mask(lengths, S):
+    row = torch.arange(S) < lengths[0]
+    return row.expand(len(lengths), S)
+""")
+pad("right_cumsum", "right", "cumsum of ones compared with lengths", """
+def my_padding_mask(lengths, S):
+    counts = torch.ones(len(lengths), S, dtype=torch.long).cumsum(dim=1)
+    return counts <= lengths.unsqueeze(1)
+""")
+pad("right_loop", "right", "a loop over the rows", """
+def my_padding_mask(lengths, S):
+    mask = torch.zeros(lengths.shape[0], S, dtype=torch.bool)
+    for b, n in enumerate(lengths.tolist()):
+        mask[b, :n] = True
+    return mask
+""")
+pad("right_expand", "right", "expand then compare", """
+def my_padding_mask(lengths, S):
+    pos = torch.arange(S, device=lengths.device).expand(lengths.numel(), S)
+    return pos < lengths.view(-1, 1)
+""")
+
+
+# ---------------------------------------------------------------- junk ---
+# The same battery of junk answers for every exercise (see _junk.py).
+import pathlib as _pathlib
+import sys as _sys
+
+_sys.path.insert(0, str(_pathlib.Path(__file__).resolve().parent))
+from _junk import junk_cases  # noqa: E402
+
+CASES += junk_cases(MODULE, {
+    "2.1": ("stable_softmax", "my_softmax", "x"),
+    "2.2": ("attention", "my_attention", "Q, K, V"),
+    "2.3": ("causal", "my_causal_mask", "T"),
+    "2.4": ("padding", "my_padding_mask", "lengths, S"),
+})

@@ -1,0 +1,591 @@
+"""Independent red-team cases for chapter 7 (training a language model).
+
+Written from the student notebook only: the exercise texts and the check
+cells, never the checkers' code. See README.md.
+"""
+import textwrap
+
+MODULE = "companion.exercises.lm"
+PRELUDE = """
+import inspect
+import math
+import re
+import torch
+import torch.nn.functional as F
+from companion.checkpoint import load_checkpoint, shipped_model_path
+from companion.data import VALIDATION_PLAYS, get_batch, load_corpus
+from companion.exercises import lm as check
+from companion.model import GPT, GPTConfig
+"""
+CASES = []
+
+
+def case(exercise, checker, name, expect, why, source, call):
+    CASES.append(dict(exercise=exercise, checker=checker, module=MODULE,
+                      name=name, expect=expect, why=why,
+                      source=textwrap.dedent(source), call=call))
+
+
+# ---------------------------------------------------------------- 7.1 ----
+def ce(name, expect, why, source):
+    case("7.1", "cross_entropy", name, expect, why, source,
+         "my_cross_entropy")
+
+
+ce("F_cross_entropy", "wrong", "calls the banned F.cross_entropy", """
+def my_cross_entropy(logits, targets):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+""")
+ce("aliased_cross_entropy", "wrong", "the banned call under an alias", """
+from torch.nn.functional import cross_entropy as xent
+def my_cross_entropy(logits, targets):
+    return xent(logits.flatten(0, 1), targets.flatten())
+""")
+ce("nn_CrossEntropyLoss", "wrong", "nn.CrossEntropyLoss is the same banned call", """
+import torch.nn as nn
+_loss = nn.CrossEntropyLoss()
+def my_cross_entropy(logits, targets):
+    return _loss(logits.transpose(1, 2), targets)
+""")
+ce("log_of_softmax", "wrong", "log(softmax): -inf at logits of +-1000", """
+def my_cross_entropy(logits, targets):
+    p = torch.softmax(logits, dim=-1)
+    return -torch.log(p.gather(-1, targets.unsqueeze(-1))).mean()
+""")
+ce("sum_not_mean", "wrong", "sums over the positions", """
+def my_cross_entropy(logits, targets):
+    lp = torch.log_softmax(logits, dim=-1)
+    return -lp.gather(-1, targets.unsqueeze(-1)).sum()
+""")
+ce("mean_over_batch_only", "wrong", "divides by B, not B * T", """
+def my_cross_entropy(logits, targets):
+    lp = torch.log_softmax(logits, dim=-1)
+    return -lp.gather(-1, targets.unsqueeze(-1)).sum() / logits.shape[0]
+""")
+ce("no_minus", "wrong", "forgot the minus sign", """
+def my_cross_entropy(logits, targets):
+    lp = torch.log_softmax(logits, dim=-1)
+    return lp.gather(-1, targets.unsqueeze(-1)).mean()
+""")
+ce("log_softmax_over_T", "wrong", "log_softmax over the time axis", """
+def my_cross_entropy(logits, targets):
+    lp = torch.log_softmax(logits, dim=1)
+    return -lp.gather(-1, targets.unsqueeze(-1)).mean()
+""")
+ce("broadcast_indexing", "wrong", "lp[:, :, targets] picks a (B, T, B, T) block", """
+def my_cross_entropy(logits, targets):
+    lp = torch.log_softmax(logits, dim=-1)
+    return -lp[:, :, targets].mean()
+""")
+ce("returns_float", "wrong", "returns a Python float, not a scalar tensor", """
+def my_cross_entropy(logits, targets):
+    lp = torch.log_softmax(logits, dim=-1)
+    return -lp.gather(-1, targets.unsqueeze(-1)).mean().item()
+""")
+ce("per_position", "wrong", "returns the (B, T) losses", """
+def my_cross_entropy(logits, targets):
+    lp = torch.log_softmax(logits, dim=-1)
+    return -lp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+""")
+ce("bits", "wrong", "log base 2: bits, not nats", """
+def my_cross_entropy(logits, targets):
+    lp = torch.log_softmax(logits, dim=-1) / math.log(2)
+    return -lp.gather(-1, targets.unsqueeze(-1)).mean()
+""")
+ce("raw_logit", "wrong", "-logit[target]: no softmax", """
+def my_cross_entropy(logits, targets):
+    return -logits.gather(-1, targets.unsqueeze(-1)).mean()
+""")
+ce("in_place_shift", "wrong", "subtracts the max from logits in place: mutates the input", """
+def my_cross_entropy(logits, targets):
+    logits -= logits.amax(dim=-1, keepdim=True)
+    lse = logits.exp().sum(-1).log()
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return (lse - picked).mean()
+""")
+ce("right_logsumexp", "right", "logsumexp minus the picked logit", """
+def my_cross_entropy(logits, targets):
+    picked = logits.gather(2, targets[..., None])[..., 0]
+    return (torch.logsumexp(logits, dim=2) - picked).mean()
+""")
+ce("right_one_hot", "right", "one-hot targets times log-probabilities", """
+def my_cross_entropy(logits, targets):
+    lp = torch.log_softmax(logits, dim=-1)
+    oh = F.one_hot(targets, logits.shape[-1]).to(lp.dtype)
+    return -(oh * lp).sum(-1).mean()
+""")
+ce("right_flat_index", "right", "flattened rows indexed with arange", """
+def my_cross_entropy(logits, targets):
+    V = logits.size(-1)
+    lp = torch.log_softmax(logits.reshape(-1, V), dim=1)
+    t = targets.reshape(-1)
+    return -lp[torch.arange(t.numel()), t].mean()
+""")
+
+
+# ---------------------------------------------------------------- 7.2 ----
+def sh(name, expect, why, source):
+    case("7.2", "shift", name, expect, why, source, "my_shift")
+
+
+sh("swapped", "wrong", "x from the end, y from the start", """
+def my_shift(window):
+    return window[:, 1:], window[:, :-1]
+""")
+sh("y_equals_x", "wrong", "y is the same slice as x", """
+def my_shift(window):
+    return window[:, :-1], window[:, :-1]
+""")
+sh("wrong_dim", "wrong", "shifts along the batch", """
+def my_shift(window):
+    return window[:-1], window[1:]
+""")
+sh("roll_no_drop", "wrong", "torch.roll without dropping a column: shape (B, T + 1)", """
+def my_shift(window):
+    return window, torch.roll(window, -1, dims=1)
+""")
+sh("returns_y_x", "wrong", "returns (y, x)", """
+def my_shift(window):
+    x, y = window[:, :-1], window[:, 1:]
+    return y, x
+""")
+sh("plus_one", "wrong", "adds 1 to the ids", """
+def my_shift(window):
+    x = window[:, :-1]
+    return x, x + 1
+""")
+sh("skip_two", "wrong", "drops two tokens: y[t] is two ahead", """
+def my_shift(window):
+    return window[:, :-2], window[:, 2:]
+""")
+sh("float_ids", "wrong", "converts the ids to floats", """
+def my_shift(window):
+    w = window.float()
+    return w[:, :-1], w[:, 1:]
+""")
+sh("numpy", "wrong", "NumPy arrays", """
+def my_shift(window):
+    w = window.numpy()
+    return w[:, :-1], w[:, 1:]
+""")
+sh("flattened_y", "wrong", "flattens y to (B * T,)", """
+def my_shift(window):
+    return window[:, :-1], window[:, 1:].reshape(-1)
+""")
+sh("first_row_only", "wrong", "uses row 0 only", """
+def my_shift(window):
+    return window[0, :-1], window[0, 1:]
+""")
+sh("stacked", "wrong", "returns one stacked (2, B, T) tensor", """
+def my_shift(window):
+    return torch.stack([window[:, :-1], window[:, 1:]])
+""")
+sh("right_narrow", "right", "Tensor.narrow", """
+def my_shift(window):
+    T = window.shape[1] - 1
+    return window.narrow(1, 0, T), window.narrow(1, 1, T)
+""")
+sh("right_roll_then_drop", "right", "roll by -1, then drop the last column", """
+def my_shift(window):
+    y = torch.roll(window, shifts=-1, dims=1)[:, :-1]
+    return window[:, :-1].clone(), y.clone()
+""")
+sh("right_index_select", "right", "index_select with aranges", """
+def my_shift(window):
+    n = window.size(1)
+    return (window.index_select(1, torch.arange(0, n - 1)),
+            window.index_select(1, torch.arange(1, n)))
+""")
+
+
+# ---------------------------------------------------------------- 7.3 ----
+def bits(name, expect, why, source):
+    case("7.3", "bits_per_char", name, expect, why, source, "my_bits")
+
+
+bits("multiplies_ln2", "wrong", "multiplies by ln 2", """
+def my_bits(nats):
+    return nats * math.log(2)
+""")
+bits("log10", "wrong", "divides by log10(2)", """
+def my_bits(nats):
+    return nats / math.log10(2)
+""")
+bits("log2_of_nats", "wrong", "takes log2 of the loss", """
+def my_bits(nats):
+    return math.log2(nats)
+""")
+bits("half", "wrong", "divides by 2", """
+def my_bits(nats):
+    return nats / 2
+""")
+bits("rounded", "wrong", "rounds to 2 decimals", """
+def my_bits(nats):
+    return round(nats / math.log(2), 2)
+""")
+bits("int", "wrong", "truncates to an int", """
+def my_bits(nats):
+    return int(nats / math.log(2))
+""")
+bits("decimal_digits", "wrong", "divides by ln 10", """
+def my_bits(nats):
+    return nats / math.log(10)
+""")
+bits("approx_069", "wrong", "ln 2 approximated as 0.69", """
+def my_bits(nats):
+    return nats / 0.69
+""")
+bits("string", "wrong", "returns a formatted string", """
+def my_bits(nats):
+    return f"{nats / math.log(2):.4f}"
+""")
+bits("exp_over_2", "wrong", "exp(nats) / 2", """
+def my_bits(nats):
+    return math.exp(nats) / 2
+""")
+bits("perplexity", "wrong", "returns the perplexity 2 ** bits = e ** nats", """
+def my_bits(nats):
+    return math.exp(nats)
+""")
+bits("right_log2e", "right", "nats * log2(e)", """
+def my_bits(nats):
+    return nats * math.log2(math.e)
+""")
+bits("right_torch", "right", "via a float64 tensor", """
+def my_bits(nats):
+    return float(torch.tensor(nats, dtype=torch.float64) / torch.log(torch.tensor(2.0, dtype=torch.float64)))
+""")
+bits("right_log_base", "right", "math.log(x, 2) route", """
+def my_bits(nats):
+    return nats / math.log(2.0)
+""")
+
+
+# ---------------------------------------------------------------- 7.4 ----
+def fw(name, expect, why, source):
+    case("7.4", "gpt_forward", name, expect, why, source, "my_gpt_forward")
+
+
+fw("no_positions", "wrong", "forgets the position embeddings", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    x = model.tok_emb(idx)
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    return model.head(model.final_norm(x))
+""")
+fw("positions_from_one", "wrong", "positions 1..T", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(1, T + 1) % model.pos_emb.num_embeddings)
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    return model.head(model.final_norm(x))
+""")
+fw("not_causal", "wrong", "calls the blocks without the causal mask", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(T))
+    for block in model.blocks:
+        x = block(x)
+    return model.head(model.final_norm(x))
+""")
+fw("no_final_norm", "wrong", "forgets model.final_norm", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(T))
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    return model.head(x)
+""")
+fw("calls_model", "wrong", "calls model(idx), which the text forbids", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    return model(idx)[0]
+""")
+fw("calls_model_forward", "wrong", "model.forward(idx) is the same forbidden call", """
+def my_gpt_forward(model, idx):
+    logits, _ = model.forward(idx)
+    return logits
+""")
+fw("ids_as_positions", "wrong", "position embeddings of the ids", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb(idx % model.pos_emb.num_embeddings)
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    return model.head(model.final_norm(x))
+""")
+fw("skips_last_block", "wrong", "blocks[:-1]", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(T))
+    for block in model.blocks[:-1]:
+        x = block(x, is_causal=True)
+    return model.head(model.final_norm(x))
+""")
+fw("softmax_output", "wrong", "returns probabilities, not logits", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(T))
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    return torch.softmax(model.head(model.final_norm(x)), dim=-1)
+""")
+fw("returns_tuple", "wrong", "returns (logits, None) like model()", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(T))
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    return model.head(model.final_norm(x)), None
+""")
+fw("scaled_embeddings", "wrong", "multiplies the token embeddings by sqrt(d)", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    d = model.tok_emb.embedding_dim
+    x = model.tok_emb(idx) * math.sqrt(d) + model.pos_emb(torch.arange(T))
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    return model.head(model.final_norm(x))
+""")
+fw("norm_every_block", "wrong", "applies final_norm after every block", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(T))
+    for block in model.blocks:
+        x = model.final_norm(block(x, is_causal=True))
+    return model.head(x)
+""")
+fw("blocks_reversed", "wrong", "runs the blocks last to first", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(T))
+    for block in reversed(model.blocks):
+        x = block(x, is_causal=True)
+    return model.head(model.final_norm(x))
+""")
+fw("right_tied_head", "right", "uses the tied embedding matrix as the head", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb.weight[:T]
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    return model.final_norm(x) @ model.tok_emb.weight.T
+""")
+fw("right_reduce", "right", "functools.reduce over the blocks", """
+import functools
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    pos = torch.arange(T, device=idx.device).unsqueeze(0).expand(B, T)
+    x = model.tok_emb(idx) + model.pos_emb(pos)
+    x = functools.reduce(lambda h, blk: blk(h, is_causal=True), model.blocks, x)
+    return model.head(model.final_norm(x))
+""")
+fw("right_with_drop", "right", "also applies model.drop (a no-op in eval)", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    h = model.drop(model.tok_emb(idx) + model.pos_emb(torch.arange(T)))
+    for i in range(len(model.blocks)):
+        h = model.blocks[i](h, is_causal=True)
+    h = model.final_norm(h)
+    return model.head(h)
+""")
+
+
+# ---------------------------------------------------------------- 7.5 ----
+def ts(name, expect, why, source):
+    case("7.5", "train_step", name, expect, why, source, "my_train_step")
+
+
+_LOSS = """
+def _loss(model, x, y):
+    logits, _ = model(x)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+"""
+
+ts("no_zero_grad", "wrong", "never zeroes the gradients: they accumulate", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    loss = _loss(model, x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+""")
+ts("zero_grad_before_step", "wrong", "zeroes the gradients after backward: the step does nothing", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    loss = _loss(model, x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.zero_grad()
+    optimizer.step()
+    return loss.item()
+""")
+ts("clip_after_step", "wrong", "clips after the step: the clipping has no effect", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    loss = _loss(model, x, y)
+    loss.backward()
+    optimizer.step()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    return loss.item()
+""")
+ts("no_clipping", "wrong", "never clips", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    loss = _loss(model, x, y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+""")
+ts("step_before_backward", "wrong", "steps before backward: updates with stale (zero) gradients", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    loss = _loss(model, x, y)
+    optimizer.step()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    return loss.item()
+""")
+ts("returns_tensor", "wrong", "returns the loss tensor, not a float", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    loss = _loss(model, x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss
+""")
+ts("targets_x", "wrong", "computes the loss against x", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    loss = _loss(model, x, x)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+""")
+ts("targets_transposed", "wrong", "flattens y.T: targets in the wrong order", """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    logits, _ = model(x)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.T.reshape(-1))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+""")
+ts("sum_reduction", "wrong", "reduction='sum'", """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    logits, _ = model(x)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum")
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+""")
+ts("clip_value", "wrong", "clip_grad_value_ instead of the norm", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    loss = _loss(model, x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_value_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+""")
+ts("model_with_targets", "wrong", "calls model(x, y); the text says model(x) alone and F.cross_entropy", """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    _, loss = model(x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+""")
+ts("no_backward", "wrong", "forgets loss.backward()", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    loss = _loss(model, x, y)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+""")
+ts("clip_to_one", "wrong", "clips to 1.0 whatever max_norm is", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    loss = _loss(model, x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss.item()
+""")
+ts("two_steps", "wrong", "calls optimizer.step() twice", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    loss = _loss(model, x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    optimizer.step()
+    return loss.item()
+""")
+ts("loss_after_step", "wrong", "returns the loss recomputed after the step", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    loss = _loss(model, x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    with torch.no_grad():
+        return _loss(model, x, y).item()
+""")
+ts("right_set_to_none", "right", "model.zero_grad(set_to_none=True), flatten(0, 1)", """
+def my_train_step(model, optimizer, x, y, max_norm):
+    model.zero_grad(set_to_none=True)
+    logits, _ = model(x)
+    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return float(loss)
+""")
+ts("right_view", "right", "view with B * T and a parameter list", """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    B, T = x.shape
+    logits, _ = model(x)
+    loss = F.cross_entropy(logits.view(B * T, -1), y.view(B * T))
+    loss.backward()
+    params = [p for p in model.parameters()]
+    torch.nn.utils.clip_grad_norm_(params, max_norm=max_norm)
+    optimizer.step()
+    return loss.item()
+""")
+ts("right_transpose_logits", "right", "cross_entropy on (B, V, T) logits", """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    logits, _ = model(x)
+    loss = F.cross_entropy(logits.transpose(1, 2), y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+""")
+
+
+# ---------------------------------------------------------------- junk ---
+# The same battery of junk answers for every exercise (see _junk.py).
+import pathlib as _pathlib
+import sys as _sys
+
+_sys.path.insert(0, str(_pathlib.Path(__file__).resolve().parent))
+from _junk import junk_cases  # noqa: E402
+
+CASES += junk_cases(MODULE, {
+    "7.1": ("cross_entropy", "my_cross_entropy", "logits, targets"),
+    "7.2": ("shift", "my_shift", "window"),
+    "7.3": ("bits_per_char", "my_bits", "nats"),
+    "7.4": ("gpt_forward", "my_gpt_forward", "model, idx"),
+    "7.5": ("train_step", "my_train_step", "model, optimizer, x, y, max_norm"),
+})

@@ -1,0 +1,479 @@
+"""Hostile submissions: each attack of issue 18 ("What was measured", 1 to 7) as a notebook that
+tries it, graded next to a classmate's honest notebook; each test asserts that the attack gains
+nothing and changes nothing outside its sandbox.
+
+One grading run (module fixture ``attacked``) holds every hostile notebook and the classmate's,
+with a secret token in the grader's environment, a Unix socket listening on the host, a file
+only root may read and the course's files hashed before and after. The attacks report what they
+saw through the message of an exception their answer raises (it lands in their own feedback),
+so that the tests can check that the sandbox showed them nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from companion.grade import Options, grade
+from companion.grading import registry
+from companion.grading.sandbox import Sandbox
+from companion.grading.session import Limits
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+CHAPTERS = registry.load()
+SECRET = "course-grader-secret-0f9e8d7c"
+SANDBOX = Sandbox.detect()
+needs_bwrap = pytest.mark.skipif(SANDBOX.kind != "bwrap", reason=f"no bubblewrap sandbox here: {SANDBOX.why_not}")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), needs_bwrap]
+
+#: The variables a kernel may have (what the grader sets, and what ipykernel adds).
+KERNEL_ENV = {"HOME", "TMPDIR", "MPLCONFIGDIR", "IPYTHONDIR", "JUPYTER_RUNTIME_DIR", "XDG_CACHE_HOME", "PATH",
+              "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "MPLBACKEND", "OMP_WAIT_POLICY", "PIP_NO_INDEX",
+              "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+              "OPENBLAS_NUM_THREADS", "PWD", "PYDEVD_USE_FRAME_EVAL", "TERM", "CLICOLOR", "FORCE_COLOR",
+              "CLICOLOR_FORCE", "PAGER", "GIT_PAGER", "JPY_PARENT_PID", "JPY_SESSION_NAME"}
+
+REPORT = '''
+def my_dot(a, b):
+    raise ValueError("REPORT" + json.dumps(found, sort_keys=True) + "END")
+'''
+
+
+def _notebook(chapter: int, *cells: str, title: str | None = None) -> nbformat.NotebookNode:
+    nb = new_notebook()
+    nb.metadata["course"] = {"chapter": chapter}
+    if title:
+        nb.cells.append(new_markdown_cell(f"# {title}"))
+    nb.cells += [new_code_cell(textwrap.dedent(c).strip()) for c in cells]
+    return nb
+
+
+def _write(nb, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nbformat.write(nb, path)
+    return path
+
+
+def _digest(paths) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def _course_files() -> list[Path]:
+    return sorted(p for p in (ROOT / "companion").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
+def _report(entry: dict) -> dict:
+    """What a hostile notebook saw, from the message its my_dot raised."""
+    assert entry["exercises"] and "REPORT" in entry["exercises"][0]["message"], (entry["problem"], entry)
+    message = entry["exercises"][0]["message"]
+    return json.loads(message.split("REPORT", 1)[1].rsplit("END", 1)[0])
+
+
+def _attack_notebooks(folder: Path, host: dict) -> None:
+    """Write the hostile notebooks. ``host``: host paths an attacker could know or guess."""
+    common = "import os, sys, json, glob, socket, subprocess, time, signal, ctypes\nfound = {}"
+    # 2. Reach the grader through the functions a checker passes (6.2): walk their globals and
+    # closures for anything of the grader's, and use ctypes to run code "in the grader".
+    _write(_notebook(6, common, f'''
+def my_pre_norm_block(x, attn, ff, norm1, norm2):
+    seen = []
+    for f in (attn, ff, norm1, norm2):
+        seen.append(type(f).__name__)
+        seen += sorted(k for k in getattr(f, "__globals__", {{}}) if k in ("StudentKernel", "Kernel", "session"))
+        for cell in getattr(f, "__closure__", None) or ():
+            seen.append(type(cell.cell_contents).__name__)
+    code = "open({str(host['marker'])!r}, 'w').write('pwned')"
+    ctypes.pythonapi.PyRun_SimpleString(code.encode())
+    try:
+        open({str(host['feedback'])!r}, "w").write("passed")
+    except OSError as exc:
+        seen.append("feedback: " + type(exc).__name__)
+    raise ValueError("REPORT" + json.dumps({{"seen": seen, "me": os.getpid()}}) + "END")
+'''), folder / "mallory" / "callbacks.ipynb")
+    # 3. Links planted in the kernel's writable folder, aimed at a classmate's file and a root-only
+    # file, for the grader to read, write through or chmod: the kernel's helper is replaced so
+    # that every reply is a link.
+    _write(_notebook(1, common, f'''
+import companion.grading.kernel as helper
+targets = [{str(host['classmate'])!r}, {str(host['root_only'])!r}]
+def evil(path, obj, handle=None):
+    for name in (path, path + ".part"):
+        try:
+            os.symlink(targets[len(name) % 2], name)
+        except OSError:
+            pass
+helper.wire.write_safe = evil
+for name in ("kernel.log", "kernel.json", "ipc", "gradebook.csv"):
+    try:
+        os.symlink(targets[1], os.path.join("/grader/out", name))
+    except OSError:
+        pass
+def my_dot(a, b):
+    return sum(x * y for x, y in zip(a, b))
+'''), folder / "mallory" / "links.ipynb")
+    # 4. Snooping: the grader's environment, its command line, the submissions folder, a
+    # classmate's notebook and an earlier gradebook.
+    _write(_notebook(1, common, f'''
+allowed = {sorted(KERNEL_ENV)!r}
+found["extra_env"] = sorted(k for k in os.environ if k not in allowed)
+found["secrets"] = [k for k, v in os.environ.items() if "secret" in v.lower()]
+cmdlines = []
+for p in glob.glob("/proc/[0-9]*/cmdline"):
+    try:
+        cmdlines.append(open(p, "rb").read().decode(errors="replace"))
+    except OSError:
+        pass
+found["grader_cmdline"] = [c[:40] for c in cmdlines if "companion.grade " in c.replace(chr(0), " ") + " " or "pytest" in c]
+found["visible"] = []
+for path in ({str(host['classmate'])!r}, {str(host['submissions'])!r}, {str(host['gradebook'])!r},
+             "/etc/shadow", {str(host['root_only'])!r}):
+    try:
+        found["visible"].append(len(os.listdir(path)) if os.path.isdir(path) else open(path).read(9) and "read")
+    except OSError as exc:
+        found["visible"].append(type(exc).__name__[:4])
+found["ps"] = len([p for p in os.listdir("/proc") if p.isdigit()])
+''', REPORT), folder / "mallory" / "snoop.ipynb")
+    # 5. The sandbox's walls: host Unix sockets (a file and an abstract one), files left in /tmp,
+    # /var/tmp and /dev/shm, 512 MiB in /dev/shm, more processes than allowed, a daemon, the
+    # course's files, a classmate's file, killing the grader, memory.
+    _write(_notebook(1, common, f'''
+found["unix"] = []
+for address in ({str(host['socket'])!r}, "\\0{host['abstract']}"):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(address)
+        s.sendall(b"hello from the kernel")
+        found["unix"].append("connected")
+    except OSError as exc:
+        found["unix"].append(type(exc).__name__)
+found["left"] = []
+for d in ("/tmp", "/var/tmp", "/dev/shm"):
+    found["left"] += [f for f in os.listdir(d) if f.startswith("course-attack")]
+    try:
+        open(os.path.join(d, "course-attack-{host['tag']}"), "w").write("left behind")
+    except OSError as exc:
+        found.setdefault("write_errors", []).append(type(exc).__name__)
+written = 0
+try:
+    with open("/dev/shm/course-attack-big", "wb") as f:
+        for _ in range(512):
+            f.write(b"\\0" * 2**20)
+            f.flush()
+            written += 1
+except OSError as exc:
+    found["shm_error"] = type(exc).__name__
+found["shm_mib"] = written
+os.remove("/dev/shm/course-attack-big")
+children = []
+try:
+    for _ in range(400):
+        children.append(subprocess.Popen(["sleep", "30"]))
+except OSError as exc:
+    found["fork_error"] = type(exc).__name__
+found["children"] = len(children)
+for c in children:
+    c.kill()
+    c.wait()
+subprocess.Popen(["sleep", "{host['daemon_seconds']}"], start_new_session=True, stdout=subprocess.DEVNULL)
+import companion.exercises._core as core
+try:
+    with open(core.__file__, "a") as f:
+        f.write("\\npassed = lambda *a, **k: None\\n")
+    found["course"] = "written"
+except OSError as exc:
+    found["course"] = type(exc).__name__
+for path in ({str(host['classmate'])!r},):
+    try:
+        os.remove(path)
+        found["removed"] = True
+    except OSError as exc:
+        found["removed"] = type(exc).__name__
+found["killed"] = 0
+for p in os.listdir("/proc"):
+    if p.isdigit() and int(p) != os.getpid():
+        try:
+            os.kill(int(p), signal.SIGKILL)
+            found["killed"] += 1
+        except OSError:
+            pass
+''', f'''
+try:
+    import torch
+    big = torch.ones(2**31, dtype=torch.float32)  # 8 GiB
+    found["memory"] = "allocated"
+except (MemoryError, RuntimeError) as exc:
+    found["memory"] = type(exc).__name__
+''', REPORT), folder / "mallory" / "walls.ipynb")
+    # 5 (second half). A notebook graded in the same run that looks for what the others left.
+    _write(_notebook(1, common, f'''
+found["left"] = []
+for d in ("/tmp", "/var/tmp", "/dev/shm"):
+    found["left"] += [f for f in os.listdir(d) if f.startswith("course-attack")]
+''', REPORT), folder / "mallory" / "zz_looks_for_leftovers.ipynb")
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    base = tmp_path_factory.mktemp("attacked")
+    os.chmod(base, 0o755)
+    folder = base / "submissions"
+    classmate = folder / "bob" / CHAPTERS[1].notebook
+    classmate.parent.mkdir(parents=True)
+    shutil.copy(BOOK / CHAPTERS[1].notebook, classmate)
+    root_only = base / "root_only.txt"
+    root_only.write_text("only the grader may read this")
+    os.chmod(root_only, 0o600)
+    gradebook = base / "out" / "gradebook.csv"
+    gradebook.parent.mkdir()
+    gradebook.write_text("an earlier gradebook: alice,4\n")
+    tag = f"{os.getpid()}-{time.time_ns()}"
+    host = {"marker": base / "PWNED", "feedback": base / "out" / "feedback" / "mallory__callbacks.md",
+            "classmate": classmate, "root_only": root_only, "submissions": folder, "gradebook": gradebook,
+            "socket": base / "host.sock", "abstract": f"course-attack-{tag}", "tag": tag,
+            "daemon_seconds": 7000 + os.getpid() % 1000}
+    _attack_notebooks(folder, host)
+    # A host socket file and an abstract socket, listening: nothing may reach them.
+    received: list[bytes] = []
+    listeners = []
+    for address in (str(host["socket"]), "\0" + host["abstract"]):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(address)
+        s.listen(5)
+        s.settimeout(0.5)
+        listeners.append(s)
+    if os.path.exists(host["socket"]):
+        os.chmod(host["socket"], 0o777)
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            for s in listeners:
+                try:
+                    conn, _ = s.accept()
+                    received.append(conn.recv(100) or b"(connected)")
+                    conn.close()
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    before = _digest(_course_files() + [classmate, root_only])
+    mode = os.stat(root_only).st_mode
+    old = os.environ.get("GRADER_TOKEN")
+    os.environ["GRADER_TOKEN"] = SECRET
+    try:
+        entries = grade([str(folder)], Options(out=gradebook, feedback_dir=base / "out" / "feedback", jobs=2,
+                                               progress=False, memory_gib=3,
+                                               limits=Limits(notebook=120, cell=60, call=20, exercise=40)))
+    finally:
+        if old is None:
+            os.environ.pop("GRADER_TOKEN", None)
+        else:
+            os.environ["GRADER_TOKEN"] = old
+        stop.set()
+        thread.join(timeout=5)
+        for s in listeners:
+            s.close()
+    after = _digest(_course_files() + [classmate, root_only])
+    daemons = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and f"sleep\0{host['daemon_seconds']}" in (p / "cmdline").read_bytes().decode(errors="replace"):
+                daemons.append(p.name)
+        except OSError:
+            pass
+    leftovers = [p for d in ("/tmp", "/var/tmp", "/dev/shm") for p in Path(d).glob(f"course-attack-{tag}")]
+    return {"by_name": {Path(e["submission"]).name: e for e in entries}, "host": host, "before": before,
+            "after": after, "received": received, "daemons": daemons, "leftovers": leftovers, "base": base,
+            "root_only_mode": (mode, os.stat(root_only).st_mode),
+            "files": [p for p in (base / "out").rglob("*") if p.is_file()]}
+
+
+def test_the_classmate_is_graded_untouched_next_to_the_attacks(attacked):
+    entry = attacked["by_name"][CHAPTERS[1].notebook]
+    assert entry["problem"] is None and entry["total"] == entry["out_of"] == len(CHAPTERS[1].exercises), entry
+    assert attacked["before"] == attacked["after"]  # the course, the classmate's file, the root-only file
+    assert attacked["root_only_mode"][0] == attacked["root_only_mode"][1]
+
+
+def test_2_the_functions_a_checker_passes_lead_nowhere_in_the_grader(attacked):
+    entry = attacked["by_name"]["callbacks.ipynb"]
+    assert not attacked["host"]["marker"].exists()
+    seen = json.loads(entry["exercises"][1]["message"].split("REPORT", 1)[1].rsplit("END", 1)[0])["seen"]
+    assert seen[:1] == ["function"] and not {"StudentKernel", "Kernel", "session"} & set(seen)
+    assert "feedback: FileNotFoundError" in seen
+    assert entry["exercises"][1]["status"] == "error" and entry["total"] == 0
+    text = (attacked["base"] / "out" / "feedback" / "mallory__callbacks.md").read_text()
+    assert "passed" not in text.split("Exercise 6.2", 1)[1].split("\n")[0]
+
+
+def test_3_links_in_the_kernels_folder_are_never_followed(attacked):
+    entry = attacked["by_name"]["links.ipynb"]
+    assert {ex["status"] for ex in entry["exercises"]} == {"error"} and entry["total"] == 0, entry
+    assert "not a regular file" in entry["exercises"][0]["message"] or "no reply file" in entry["exercises"][0]["message"]
+    assert attacked["before"] == attacked["after"] and attacked["root_only_mode"][0] == attacked["root_only_mode"][1]
+    assert attacked["by_name"][CHAPTERS[1].notebook]["total"] == len(CHAPTERS[1].exercises)
+
+
+def test_4_no_secret_command_line_classmate_or_gradebook_is_visible(attacked):
+    entry = attacked["by_name"]["snoop.ipynb"]
+    found = _report(entry)
+    assert found["extra_env"] == [] and found["secrets"] == [] and SECRET not in json.dumps(found)
+    assert found["grader_cmdline"] == []
+    assert found["ps"] <= 4  # its own processes only: the sandbox's first process, the kernel, ...
+    assert found["visible"] == ["File"] * 5, found["visible"]  # none of them exists inside the sandbox
+    everything = json.dumps(attacked["by_name"], ensure_ascii=False)
+    assert SECRET not in everything and "an earlier gradebook" not in everything
+    for file in attacked["files"]:
+        text = file.read_text(errors="replace")
+        assert SECRET not in text and "def my_dot(a, b):\n    return sum" not in text
+
+
+def test_5_host_sockets_files_processes_and_memory_stay_out_of_reach(attacked):
+    found = _report(attacked["by_name"]["walls.ipynb"])
+    assert attacked["received"] == [] and set(found["unix"]) <= {"FileNotFoundError", "ConnectionRefusedError"}
+    assert found["left"] == [] and attacked["leftovers"] == []
+    assert _report(attacked["by_name"]["zz_looks_for_leftovers.ipynb"])["left"] == []
+    assert found["shm_mib"] <= SANDBOX.tmpfs_bytes // 2**20 and found["shm_error"] == "OSError"
+    assert found["children"] < SANDBOX.processes and "fork_error" in found
+    assert attacked["daemons"] == []
+    assert found["course"] in ("OSError", "PermissionError") and found["removed"] == "FileNotFoundError"
+    assert found["memory"] in ("RuntimeError", "MemoryError")
+    assert attacked["before"] == attacked["after"]
+    # It killed what it could (its own sandbox): the grader graded everyone anyway.
+    assert all(e["problem"] is None for e in attacked["by_name"].values())
+
+
+def test_the_attacks_gain_no_points(attacked):
+    for name in ("callbacks.ipynb", "links.ipynb", "snoop.ipynb", "walls.ipynb", "zz_looks_for_leftovers.ipynb"):
+        assert attacked["by_name"][name]["total"] == 0, name
+
+
+# ------------------------------------------------------------------ as an ordinary user
+def _ordinary_user(tmp_path: Path) -> list[str] | None:
+    """The command prefix that runs what follows as an ordinary user ([] when we are one already;
+    None when that is impossible here). As root, a user is made (``useradd``); where this Python
+    lives below /root (a folder only root may enter), a private mount namespace shows it to that
+    user without changing anything on the machine."""
+    if os.geteuid() != 0:
+        return []
+    if not all(shutil.which(t) for t in ("setpriv", "useradd", "unshare", "mount")):
+        return None
+    name = "coursegradetest"
+    if subprocess.run(["id", "-u", name], capture_output=True).returncode != 0:
+        if subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                          capture_output=True).returncode != 0:
+            return None
+    uid = subprocess.run(["id", "-u", name], capture_output=True, text=True).stdout.strip()
+    drop = f"exec setpriv --reuid={uid} --regid={uid} --clear-groups --reset-env"
+    base = os.path.realpath(sys.base_prefix)
+    if not base.startswith("/root/"):
+        return ["sh", "-c", drop + ' "$@"', "sh"]
+    top = "/root/" + base.split("/")[2]
+    keep = tmp_path / "python-bind"
+    keep.mkdir()
+    script = (f"mount --bind {top} {keep} && mount -t tmpfs -o mode=755,size=1m none /root && mkdir {top} && "
+              f"mount --bind {keep} {top} && {drop} " + '"$@"')
+    if subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True).returncode != 0:
+        return None
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh"]
+
+
+@pytest.fixture
+def shared_tmp():
+    """A folder an ordinary user can enter (pytest's own are root's alone when root runs them)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="course-grade-user-"))
+    os.chmod(path, 0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_as_an_ordinary_user_the_sandbox_holds_too(tmp_path, shared_tmp):
+    argv = _ordinary_user(tmp_path)
+    if argv is None:
+        pytest.skip("running as root without setpriv, useradd or mount namespaces: no ordinary user to grade as")
+    keep, tmp_path = tmp_path, shared_tmp
+    folder = tmp_path / "submissions"
+    classmate = folder / "bob" / CHAPTERS[1].notebook
+    classmate.parent.mkdir(parents=True)
+    shutil.copy(BOOK / CHAPTERS[1].notebook, classmate)
+    tag = f"user-{os.getpid()}"
+    daemon = 8000 + os.getpid() % 1000
+    _write(_notebook(1, "import os, json, subprocess, signal, glob\nfound = {}", f'''
+import companion.exercises._core as core
+try:
+    open(core.__file__, "a").write("\\npassed = lambda *a, **k: None\\n")
+    found["course"] = "written"
+except OSError as exc:
+    found["course"] = type(exc).__name__
+try:
+    os.remove({str(classmate)!r})
+    found["removed"] = True
+except OSError as exc:
+    found["removed"] = type(exc).__name__
+open("/tmp/course-attack-{tag}", "w").write("x")
+children = []
+try:
+    for _ in range(400):
+        children.append(subprocess.Popen(["sleep", "30"]))
+except OSError as exc:
+    found["fork_error"] = type(exc).__name__
+found["children"] = len(children)
+for c in children:
+    c.kill()
+    c.wait()
+subprocess.Popen(["sleep", "{daemon}"], start_new_session=True)
+found["uid"] = os.getuid()
+for p in os.listdir("/proc"):
+    if p.isdigit() and int(p) != os.getpid():
+        try:
+            os.kill(int(p), signal.SIGKILL)
+        except OSError:
+            pass
+''', REPORT), folder / "mallory" / "ordinary.ipynb")
+    for path in [tmp_path, *tmp_path.rglob("*")]:
+        os.chmod(path, 0o777 if path.is_dir() else 0o666)
+    before = _digest(_course_files() + [classmate])
+    env_prefix = ["env", f"PYTHONPATH={ROOT}", f"HOME={tmp_path}", "PATH=/usr/local/bin:/usr/bin:/bin"]
+    done = subprocess.run([*argv, *env_prefix, sys.executable, "-m", "companion.grade", "submissions/", "--out",
+                           "gradebook.csv", "--quiet", "--jobs", "2", "--timeout", "120"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert "warning: grading without a sandbox" not in done.stderr, done.stderr
+    document = json.loads((tmp_path / "gradebook.json").read_text())
+    assert "in a user namespace, as the grading user" in document["sandbox"]
+    by_name = {Path(e["submission"]).name: e for e in document["submissions"]}
+    assert by_name["ordinary.ipynb"]["problem"] is None, done.stderr[-3000:]
+    found = _report(by_name["ordinary.ipynb"])
+    assert found["course"] in ("OSError", "PermissionError") and found["removed"] == "FileNotFoundError"
+    assert found["children"] < SANDBOX.processes and "fork_error" in found
+    assert by_name[CHAPTERS[1].notebook]["total"] == len(CHAPTERS[1].exercises)  # the grader survived
+    assert _digest(_course_files() + [classmate]) == before
+    assert not list(Path("/tmp").glob(f"course-attack-{tag}"))
+    alive = [p for p in Path("/proc").iterdir() if p.name.isdigit() and f"sleep\0{daemon}".encode() in _cmdline(p)]
+    assert alive == []
+
+
+def _cmdline(p: Path) -> bytes:
+    try:
+        return (p / "cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -1,0 +1,158 @@
+"""The gradebook's integrity (issue 18, "What was measured" 7 and "What to build" 5 and 6):
+distinct feedback files, finite points, no formulas in the CSV, a chapter stamp that disagrees
+with the content, one time budget per notebook (replays included), the same files from two runs,
+a seeded kernel, a log per submission, the Gradescope and learning-platform exports."""
+from __future__ import annotations
+
+import csv
+import json
+import textwrap
+import warnings
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from companion.grade import Options, PointsError, file_names, grade, gradescope_results, load_points, main
+from companion.grading import registry
+from companion.grading.session import Limits
+
+CHAPTERS = registry.load()
+RIGHT_DOT = "def my_dot(a, b):\n    return sum(x * y for x, y in zip(a, b, strict=True))"
+WRONG_DOT = "def my_dot(a, b):\n    return 0"
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _notebook(chapter: int | None, *cells: str, title: str | None = None):
+    nb = new_notebook()
+    if chapter is not None:
+        nb.metadata["course"] = {"chapter": chapter}
+    if title:
+        nb.cells.append(new_markdown_cell(f"# {title}"))
+    nb.cells += [new_code_cell(textwrap.dedent(c).strip()) for c in cells]
+    return nb
+
+
+def _write(nb, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The same folder graded twice."""
+    folder = tmp_path_factory.mktemp("integrity") / "submissions"
+    _write(_notebook(1, RIGHT_DOT), folder / "sub" / "a.ipynb")
+    _write(_notebook(1, WRONG_DOT), folder / "sub__a.ipynb")
+    _write(_notebook(1, RIGHT_DOT), folder / "=1+2.ipynb")
+    # Stamped chapter 1, but its title and answers are chapter 2's.
+    _write(_notebook(1, "import torch", "def my_softmax(x):\n    e = torch.exp(x - x.amax(-1, keepdim=True))\n"
+                                        "    return e / e.sum(-1, keepdim=True)", title="Attention"),
+           folder / "restamped.ipynb")
+    # The kernel is seeded before the student's code: the first random number is torch's after seed 0.
+    _write(_notebook(1, "import torch\nfirst = torch.rand(1).item()",
+                     "def my_dot(a, b):\n    raise ValueError(f'FIRST={first!r}')"), folder / "seeded.ipynb")
+    # 12 s, then the kernel ends: the replay has only what is left of the 20 s.
+    _write(_notebook(1, "import time\ntime.sleep(12)", "import os\nos._exit(0)", RIGHT_DOT), folder / "slow_exit.ipynb")
+    out = []
+    for k in (1, 2):
+        target = folder.parent / f"run{k}"
+        options = Options(out=target / "gradebook.csv", feedback_dir=target / "feedback", jobs=2, progress=False,
+                          students_csv=target / "students.csv", limits=Limits(notebook=20, cell=20, call=10, exercise=20))
+        out.append({"entries": {Path(e["submission"]).name: e for e in grade([str(folder)], options)}, "dir": target})
+    return out
+
+
+def test_feedback_files_never_collide():
+    assert file_names([{"submission": "s/sub/a.ipynb"}, {"submission": "s/sub__a.ipynb"}, {"submission": "s/SUB__A.ipynb"}]) \
+        == ["sub__a", "sub__a-2", "SUB__A-3"]
+
+
+def test_two_submissions_with_colliding_names_get_two_feedback_files(runs):
+    feedback = runs[0]["dir"] / "feedback"
+    texts = {p.name: p.read_text() for p in feedback.glob("*.md")}
+    assert "sub__a.md" in texts and "sub__a-2.md" in texts
+    pair = sorted(texts["sub__a.md"].splitlines()[0] + " " + texts["sub__a-2.md"].splitlines()[0] for _ in (0,))
+    assert "**1 of 4 points**" in texts["sub__a.md"] and "sub/a.ipynb" in texts["sub__a.md"], pair
+    assert "**0 of 4 points**" in texts["sub__a-2.md"] and "sub__a.ipynb" in texts["sub__a-2.md"]
+
+
+def test_points_must_be_finite(tmp_path):
+    for text in ('default = inf\n', '[points]\n"1.1" = nan\n', '[points]\n"1.1" = 1e400\n'):
+        (tmp_path / "p.toml").write_text(text)
+        with pytest.raises(PointsError, match="finite number"):
+            load_points(tmp_path / "p.toml", CHAPTERS)
+    (tmp_path / "p.json").write_text('{"points": {"1.1": Infinity}}')
+    with pytest.raises(PointsError, match="finite number"):
+        load_points(tmp_path / "p.json", CHAPTERS)
+
+
+def test_a_file_name_cannot_put_a_formula_in_the_csv(runs):
+    rows = list(csv.DictReader(open(runs[0]["dir"] / "gradebook.csv", encoding="utf-8")))
+    cells = [v for r in rows for v in r.values()]
+    assert not any(v[:1] in ("=", "+", "-", "@") for v in cells), cells
+    assert any(r["submission"].endswith("=1+2.ipynb") and r["submission"].startswith("'") or
+               "/=1+2" in r["submission"] for r in rows)
+    formula = [r for r in rows if "=1+2" in r["submission"]][0]
+    assert formula["student"] == "'=1+2"
+
+
+def test_a_stamp_that_disagrees_with_the_content_is_warned_about_and_the_content_wins(runs):
+    entry = runs[0]["entries"]["restamped.ipynb"]
+    assert entry["chapter"] == 2 and "stamped as chapter 1 but its content is chapter 2" in entry["warning"]
+    assert entry["exercises"][0]["status"] == "passed"
+
+
+def test_one_time_budget_covers_the_notebook_and_its_replays(runs):
+    entry = runs[0]["entries"]["slow_exit.ipynb"]
+    assert entry["seconds_notebook"] < 20 + 6, entry  # not 12 + a fresh 20
+    assert any("ran out" in n or "no time was left" in n for n in entry["notes"]), entry["notes"]
+
+
+def test_the_kernel_is_seeded(runs):
+    message = runs[0]["entries"]["seeded.ipynb"]["exercises"][0]["message"]
+    torch.manual_seed(0)
+    assert f"FIRST={torch.rand(1).item()!r}" in message
+
+
+def test_grading_twice_gives_the_same_files(runs):
+    first, second = (sorted(p.relative_to(r["dir"]) for p in r["dir"].rglob("*") if p.is_file() and "-logs" not in str(p))
+                     for r in runs)
+    assert first == second and len(first) > 5
+    for name in first:
+        assert (runs[0]["dir"] / name).read_bytes() == (runs[1]["dir"] / name).read_bytes(), name
+
+
+def test_a_log_per_submission(runs):
+    logs = sorted((runs[0]["dir"] / "gradebook-logs").glob("*.log"))
+    assert len(logs) == len(runs[0]["entries"])
+    text = (runs[0]["dir"] / "gradebook-logs" / "slow_exit.log").read_text()
+    assert "seconds_notebook:" in text and "kernel_restarts: 1" in text
+
+
+def test_a_csv_keyed_by_student_for_a_learning_platform(runs):
+    rows = list(csv.DictReader(open(runs[0]["dir"] / "students.csv", encoding="utf-8")))
+    by_student = {r["student"]: r for r in rows}
+    assert set(by_student) == {"sub", "sub__a", "'=1+2", "restamped", "seeded", "slow_exit"}
+    assert by_student["sub"]["chapter 1 (out of 4)"] == "1" and by_student["sub__a"]["total"] == "0"
+    assert by_student["restamped"]["chapter 2 (out of 4)"] == "1"
+
+
+def test_gradescope_results_and_bundle(runs, tmp_path):
+    results = gradescope_results(runs[0]["entries"]["a.ipynb"])
+    assert results["score"] == 1 and len(results["tests"]) == 4
+    assert results["tests"][0] == {"name": "Exercise 1.1: " + CHAPTERS[1].exercises[0].title, "number": "1.1",
+                                   "score": 1.0, "max_score": 1.0, "status": "passed",
+                                   "output": results["tests"][0]["output"], "visibility": "visible"}
+    json.dumps(results, allow_nan=False)
+    assert main(["--gradescope-bundle", str(tmp_path / "autograder.zip")]) == 0
+    with zipfile.ZipFile(tmp_path / "autograder.zip") as z:
+        assert sorted(z.namelist()) == ["run_autograder", "setup.sh"]
+        run = z.read("run_autograder").decode()
+        assert "python -m companion.grade /autograder/submission" in run and "--gradescope /autograder/results/results.json" in run
+        assert all((z.getinfo(n).external_attr >> 16) & 0o111 for n in z.namelist())
