@@ -384,3 +384,90 @@ class ModernGPT(nn.Module):
         if not c.tie_embeddings:
             self.head.weight.copy_(hf_model.lm_head.weight)
         return self
+
+
+# ---------------------------------------------------------------------------------- Muon
+#: Coefficients of the quintic ``a X + b (X X^T) X + c (X X^T)^2 X`` of Keller Jordan's Muon: chosen
+#: to push every singular value of a normalized matrix towards 1 in few steps (not exactly to 1:
+#: they end between about 0.7 and 1.2, which trains as well).
+NEWTON_SCHULZ = (3.4445, -4.7750, 2.0315)
+
+
+def orthogonalize(g: Tensor, steps: int = 5) -> Tensor:
+    """The matrix nearest ``g`` with all singular values about 1 (``U V^T`` of ``g = U S V^T``),
+    by ``steps`` Newton-Schulz iterations: only matrix products, no SVD.
+
+    Shapes: ``(m, n)`` -> ``(m, n)``.
+    """
+    check_tensor("g", g, shape=("m", "n"), dtype="float")
+    a, b, c = NEWTON_SCHULZ
+    wide = g.shape[0] <= g.shape[1]
+    x = g if wide else g.T  # (small, large): X X^T is the small square
+    x = x / (x.norm() + 1e-7)  # every singular value now <= 1, where the iteration converges
+    for _ in range(steps):
+        s = x @ x.T  # (small, small)
+        x = a * x + (b * s + c * s @ s) @ x
+    return x if wide else x.T
+
+
+class Muon(torch.optim.Optimizer):
+    """Momentum, then orthogonalized (Jordan et al., 2024): for the weight matrices of the blocks.
+
+    Each step keeps a momentum buffer ``m = beta m + (1 - beta) g``, takes the Nesterov look-ahead
+    ``u = (1 - beta) g + beta m``, replaces it by :func:`orthogonalize` ``(u)`` (every direction
+    of the update moves by the same amount, however small its gradient was) and moves the weight
+    by ``lr * sqrt(max(1, rows / cols))`` times that, after a decoupled weight decay. Embeddings,
+    the output head and the norms' gains stay with AdamW (:func:`companion.train.make_optimizer`).
+    """
+
+    def __init__(self, params, lr: float = 0.02, momentum: float = 0.95, weight_decay: float = 0.0,
+                 ns_steps: int = 5):
+        check_float("lr", lr, low=0.0, low_open=True)
+        check_float("momentum", momentum, low=0.0, high=1.0, high_open=True)
+        check_float("weight_decay", weight_decay, low=0.0)
+        check_int("ns_steps", ns_steps, minimum=1)
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, ns_steps=ns_steps))
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.ndim != 2:
+                    raise ValueError(f"Muon updates matrices only (got a parameter of shape {tuple(p.shape)}); "
+                                     "give vectors and embeddings to AdamW")
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None if closure is None else closure()
+        for group in self.param_groups:
+            beta, lr = group["momentum"], group["lr"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+                buf.lerp_(p.grad, 1 - beta)  # m = beta m + (1 - beta) g
+                update = p.grad.lerp(buf, beta)  # Nesterov: (1 - beta) g + beta m
+                p.mul_(1 - lr * group["weight_decay"])
+                p.add_(orthogonalize(update, group["ns_steps"]), alpha=-lr * max(1.0, p.shape[0] / p.shape[1]) ** 0.5)
+        return loss
+
+
+class MuonWithAdamW:
+    """Two optimizers stepped as one, for :class:`companion.train.Trainer`: ``param_groups`` lists
+    the groups of both (Muon's carry ``lr_scale``, the ratio of its peak to AdamW's)."""
+
+    def __init__(self, muon: Muon, adamw: torch.optim.Optimizer):
+        self.muon, self.adamw = muon, adamw
+
+    @property
+    def param_groups(self) -> list:
+        return self.muon.param_groups + self.adamw.param_groups
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.muon.zero_grad(set_to_none=set_to_none), self.adamw.zero_grad(set_to_none=set_to_none)
+
+    def step(self, closure=None):
+        self.muon.step(), self.adamw.step()
+
+    def state_dict(self) -> dict:
+        return {"muon": self.muon.state_dict(), "adamw": self.adamw.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.muon.load_state_dict(state["muon"]), self.adamw.load_state_dict(state["adamw"])
