@@ -6,6 +6,8 @@ models agree to about 1e-7 relative, not 1e-15: the tolerances below allow that 
 (a wrong layout, scale or mask is off by more than 1e-2)."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -239,3 +241,54 @@ def test_bad_calls_are_clear_errors():
         rotate(torch.randn(3, 4), offset=-1)
     with pytest.raises(TypeError, match="ModernConfig"):
         ModernGPT(dict(vocab_size=3))
+
+
+# ------------------------------------------------------------------------------ Muon
+def test_orthogonalize_is_near_the_polar_factor_in_both_orientations():
+    from companion.modern import orthogonalize
+
+    g = torch.randn(24, 80, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for m in (g, g.T):
+        u, _, vt = torch.linalg.svd(m, full_matrices=False)
+        polar = u @ vt  # the nearest matrix with singular values 1
+        o = orthogonalize(m)
+        s = torch.linalg.svdvals(o)
+        assert o.shape == m.shape and 0.6 < s.min() and s.max() < 1.25
+        assert (o - polar).norm() / polar.norm() < 0.3  # the same directions, singular values near 1
+        assert torch.allclose(orthogonalize(m * 1e3), o, atol=1e-6)  # the scale of the gradient does not matter
+
+
+def test_muon_first_step_moves_by_the_scaled_orthogonalized_gradient():
+    from companion.modern import Muon, orthogonalize
+
+    w = torch.nn.Parameter(torch.randn(12, 5, dtype=torch.float64))
+    g = torch.randn(12, 5, dtype=torch.float64)
+    w.grad = g.clone()
+    before = w.detach().clone()
+    Muon([w], lr=0.1, momentum=0.9).step()
+    # from a zero buffer the Nesterov update is (1 - b)(1 + b) g: the same direction as g
+    expected = before - 0.1 * math.sqrt(12 / 5) * orthogonalize(g)
+    torch.testing.assert_close(w.detach(), expected)
+    with pytest.raises(ValueError, match="matrices only"):
+        Muon([torch.nn.Parameter(torch.zeros(3))])
+    with pytest.raises((ValueError, TypeError), match="momentum"):
+        Muon([w], momentum=1.0)
+
+
+def test_trainer_trains_a_modern_gpt_with_muon():
+    from companion.data import load_corpus
+    from companion.train import TrainConfig, Trainer
+
+    corpus = load_corpus()
+    torch.manual_seed(0)
+    model = ModernGPT(ModernConfig(vocab_size=corpus.tokenizer.vocab_size, context_length=32, d_model=32, n_layers=2,
+                                   n_heads=4, n_kv_heads=2))
+    cfg = TrainConfig(batch_size=8, max_steps=40, learning_rate=3e-3, min_lr=3e-4, warmup=4, eval_interval=0,
+                      eval_batches=2, optimizer="muon", muon_lr=0.02, threads=1, device="cpu")
+    trainer = Trainer(model, corpus, cfg)
+    muon_params = {id(p) for g in trainer.optimizer.muon.param_groups for p in g["params"]}
+    assert id(model.tok_emb.weight) not in muon_params and id(model.blocks[0].attn.q_proj.weight) in muon_params
+    h = trainer.run(progress=False)
+    assert h.train_loss[-1] < h.train_loss[0] - 0.5  # from ln(69) = 4.2 towards 3
+    with pytest.raises(ValueError, match="optimizer"):
+        TrainConfig(optimizer="sgd")
