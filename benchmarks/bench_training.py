@@ -28,6 +28,15 @@ What moved the figure:
   a second thread when the machine is busy (two threads then wait on each other and a step gets
   up to 5x slower than with one; on an idle machine two threads are 1.75x faster).
 
+Chapter 13's speedrun (issue 24: reach ``nanogpt-cpu-fill``'s loss in at most half its time) is
+NOT measured yet at 150 s. One development run on a shared machine (load 9-20), 2026-11-25:
+``--budget 20 --threads 1 --clock process --fraction 0.5 --configs nanogpt-cpu-fill nanogpt-cpu
+tuned-150s modern-adamw modern-muon gpt-muon`` (CPU seconds of this process): nanogpt-cpu-fill
+2.4412 nats/char (274 steps); in 10 s: nanogpt-cpu 2.5605 (133 steps), tuned-150s 3.1089 (50),
+modern-adamw 2.9901 (46), modern-muon 2.5172 (41), gpt-muon 2.5362 (45): none reaches it in half
+the time at this budget; Muon is the largest gain (-0.47 nats on the same model). The matmul
+fractions of that run are wrong (it timed the matmul on the wall clock; fixed since).
+
 On a GPU (``--device cuda``): nanoGPT's GPU recipe (``nanogpt-gpu``, its
 config/train_shakespeare_char.py: 6 layers of width 384, context 256, batch 64, dropout 0.2, 5000
 steps at 1e-3; its README reports 1.4697 on its own, smaller split after about 3 minutes on an
