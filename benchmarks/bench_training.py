@@ -28,6 +28,15 @@ What moved the figure:
   a second thread when the machine is busy (two threads then wait on each other and a step gets
   up to 5x slower than with one; on an idle machine two threads are 1.75x faster).
 
+Chapter 13's speedrun (issue 24: reach ``nanogpt-cpu-fill``'s loss in at most half its time) is
+NOT measured yet at 150 s. One development run on a shared machine (load 9-20), 2026-11-25:
+``--budget 20 --threads 1 --clock process --fraction 0.5 --configs nanogpt-cpu-fill nanogpt-cpu
+tuned-150s modern-adamw modern-muon gpt-muon`` (CPU seconds of this process): nanogpt-cpu-fill
+2.4412 nats/char (274 steps); in 10 s: nanogpt-cpu 2.5605 (133 steps), tuned-150s 3.1089 (50),
+modern-adamw 2.9901 (46), modern-muon 2.5172 (41), gpt-muon 2.5362 (45): none reaches it in half
+the time at this budget; Muon is the largest gain (-0.47 nats on the same model). The matmul
+fractions of that run are wrong (it timed the matmul on the wall clock; fixed since).
+
 On a GPU (``--device cuda``): nanoGPT's GPU recipe (``nanogpt-gpu``, its
 config/train_shakespeare_char.py: 6 layers of width 384, context 256, batch 64, dropout 0.2, 5000
 steps at 1e-3; its README reports 1.4697 on its own, smaller split after about 3 minutes on an
@@ -48,22 +57,60 @@ import time
 
 import torch
 
+import companion.train as train_module
 from companion.data import load_corpus
-from companion.model import GPT
-from companion.train import Trainer, evaluate_text, named_config
+from companion.model import GPT, GPTConfig
+from companion.modern import ModernConfig, ModernGPT
+from companion.train import CONFIGS, TrainConfig, Trainer, evaluate_text, named_config
+
+#: The speedrun's candidate recipes (chapter 13), besides the named configurations of
+#: companion.train: (model keywords, training keywords). ``modern`` builds a ModernGPT.
+SPEEDRUN: dict[str, tuple[dict, dict]] = {
+    # chapter 13's decoder at tuned-150s's shape and schedule, AdamW everywhere
+    "modern-adamw": (dict(modern=True, context_length=128, d_model=128, n_layers=4, n_heads=4),
+                     dict(batch_size=16, learning_rate=6e-3, min_lr=1e-4, warmup=0.02)),
+    # the same with Muon for the blocks' matrices (AdamW for embeddings, head and gains)
+    "modern-muon": (dict(modern=True, context_length=128, d_model=128, n_layers=4, n_heads=4),
+                    dict(batch_size=16, learning_rate=6e-3, min_lr=1e-4, warmup=0.02, optimizer="muon",
+                         muon_lr=0.02)),
+    # chapter 7's GPT (tuned-150s) with Muon for its blocks' matrices
+    "gpt-muon": (dict(context_length=128, d_model=128, n_layers=4, n_heads=4, dropout=0.0, bias=False),
+                 dict(batch_size=16, learning_rate=6e-3, min_lr=1e-4, warmup=0.02, optimizer="muon", muon_lr=0.02)),
+    # Muon with twice the windows per step
+    "modern-muon-b32": (dict(modern=True, context_length=128, d_model=128, n_layers=4, n_heads=4),
+                        dict(batch_size=32, learning_rate=6e-3, min_lr=1e-4, warmup=0.02, optimizer="muon",
+                             muon_lr=0.02)),
+}
+
+
+def configs_for(name: str, vocab_size: int, **overrides):
+    """Model and training configurations of a named configuration or a speedrun recipe.
+    ``nanogpt-cpu-fill`` is nanoGPT's CPU recipe with as many iterations as fill the budget (its
+    schedule spread over the budget); ``nanogpt-cpu`` keeps its fixed 2,000 iterations."""
+    base = "nanogpt-cpu" if name == "nanogpt-cpu-fill" else name
+    if base in CONFIGS:
+        return named_config(base, vocab_size, **overrides)
+    model_kw, train_kw = SPEEDRUN[name]
+    model_kw = dict(model_kw)
+    modern = model_kw.pop("modern", False)
+    mcfg = (ModernConfig if modern else GPTConfig)(vocab_size=vocab_size, **model_kw)
+    return mcfg, TrainConfig(**{**train_kw, **overrides})
+
+
+CLOCK = time.perf_counter  # time.process_time with --clock process
 
 
 def matmul_rate(threads: int, n: int = 512, repeats: int = 30) -> float:
-    """Median float32 GFLOP/s of an (n, n) @ (n, n) product on ``threads`` threads."""
+    """Median float32 GFLOP/s of an (n, n) @ (n, n) product on ``threads`` threads, timed by CLOCK."""
     torch.set_num_threads(threads)
     a, b = torch.randn(n, n), torch.randn(n, n)
     for _ in range(5):
         a @ b
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         a @ b
-        times.append(time.perf_counter() - t0)
+        times.append(CLOCK() - t0)
     return 2 * n**3 / statistics.median(times) / 1e9
 
 
@@ -73,17 +120,21 @@ def flops_per_token(model: GPT) -> float:
     c = model.config
     d_ff = c.d_ff or 4 * c.d_model
     per_block = 4 * c.d_model * c.d_model + 2 * c.d_model * d_ff
+    if isinstance(c, ModernConfig):  # smaller k, v projections with GQA; three feed-forward matrices
+        per_block = 2 * c.d_model * c.n_heads * c.d_head + 2 * c.d_model * c.n_kv_heads * c.d_head + 3 * c.d_model * d_ff
     matrices = c.n_layers * per_block + c.d_model * c.vocab_size
     attention = c.n_layers * 2 * c.context_length * c.d_model  # q.k and weights.v, causal average T/2 each *2
     return 6 * (matrices + attention)
 
 
 def run(name: str, budget: float, threads: int, corpus, seed: int, **overrides) -> dict:
-    mcfg, tcfg = named_config(name, corpus.tokenizer.vocab_size, eval_interval=0, eval_batches=1, threads=threads, seed=seed, **overrides)
+    mcfg, tcfg = configs_for(name, corpus.tokenizer.vocab_size, eval_interval=0, eval_batches=1, threads=threads,
+                             seed=seed, **overrides)
     torch.manual_seed(seed)
-    model = GPT(mcfg)
+    model = ModernGPT(mcfg) if isinstance(mcfg, ModernConfig) else GPT(mcfg)
     trainer = Trainer(model, corpus, tcfg)
-    time_schedule = not name.startswith("nanogpt")  # nanoGPT's recipes keep their step schedule, cut by the clock
+    # nanoGPT's fixed recipes keep their step schedule, cut by the clock; every other spans the budget
+    time_schedule = name not in ("nanogpt-cpu", "nanogpt-gpu")
     h = trainer.run(time_budget=budget, time_schedule=time_schedule, progress=False)
     t0 = time.perf_counter()
     val = evaluate_text(model, corpus.val_ids)
@@ -101,7 +152,18 @@ def main() -> None:
     parser.add_argument("--configs", nargs="+", default=["nanogpt-cpu", "tuned-150s"])
     parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast for the tuned configurations")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, mps or auto")
+    parser.add_argument("--clock", choices=["wall", "process"], default="wall",
+                        help="budgets in wall-clock seconds (default) or in this process's CPU seconds "
+                             "(time.process_time; use with --threads 1 on a shared machine)")
+    parser.add_argument("--fraction", type=float, default=1.0,
+                        help="every configuration after the first trains for this fraction of the budget; "
+                             "0.5 asks whether it reaches the first one's loss in half its time")
     args = parser.parse_args()
+    if args.clock == "process":  # the trainer reads time.perf_counter: point it at the CPU clock
+        import types
+        global CLOCK
+        CLOCK = time.process_time
+        train_module.time = types.SimpleNamespace(perf_counter=time.process_time)
     corpus = load_corpus()
     on_cpu = args.device == "cpu"
     rates = [matmul_rate(args.threads)] if on_cpu else []
@@ -111,9 +173,11 @@ def main() -> None:
         print(f"device {args.device}: {torch.cuda.get_device_name() if torch.cuda.is_available() else ''}; torch {torch.__version__}")
     print(f"budget {args.budget:.0f} s per configuration; held-out plays: {len(corpus.val_ids):,} characters\n")
     results = []
-    for name in args.configs:
+    for i, name in enumerate(args.configs):
         extra = {"precision": "bf16"} if args.bf16 and not name.startswith("nanogpt") else {}
-        r = run(name, args.budget, args.threads, corpus, args.seed, device=args.device, **extra)
+        budget = args.budget * (args.fraction if i else 1.0)
+        r = run(name, budget, args.threads, corpus, args.seed, device=args.device, **extra)
+        r["budget"] = budget
         results.append(r)
         gflops = r["tokens_per_s"] * r["flops_per_token"] / 1e9
         if on_cpu:
@@ -121,15 +185,18 @@ def main() -> None:
             use = f" = {gflops / max(rates):.0%} of matmul rate"  # the best measurement: closest to what the cores can do
         else:
             use = f"; compiled in {r['compile_s']:.0f} s before the clock" if r["compile_s"] else ""
-        print(f"{name:>12}: {r['val']:.4f} nats/char = {r['bits']:.4f} bits/char | {r['steps']} steps, "
+        print(f"{name:>16} ({budget:.0f} {args.clock} s): {r['val']:.4f} nats/char = {r['bits']:.4f} bits/char | {r['steps']} steps, "
               f"{r['tokens_per_s']:,.0f} tokens/s, {r['params']:,} parameters, {gflops:.1f} GFLOP/s{use}", flush=True)
     if on_cpu:
         print(f"\nmatmul rate measurements: {', '.join(f'{x:.1f}' for x in rates)} GFLOP/s; fractions use the best")
     if len(results) > 1:
         base = results[0]
         for r in results[1:]:
+            reached = "reaches" if r["val"] <= base["val"] else "does not reach"
             print(f"\n{r['name']} / {base['name']}: loss ratio {r['val'] / base['val']:.3f} "
-                  f"({r['val'] - base['val']:+.4f} nats/char), throughput ratio {r['tokens_per_s'] / base['tokens_per_s']:.2f}")
+                  f"({r['val'] - base['val']:+.4f} nats/char), throughput ratio {r['tokens_per_s'] / base['tokens_per_s']:.2f}; "
+                  f"in {r['budget'] / base['budget']:.2f} of the time it {reached} {base['name']}'s loss "
+                  f"(time-to-loss ratio {'<=' if r['val'] <= base['val'] else '>'} {r['budget'] / base['budget']:.2f})")
 
 
 if __name__ == "__main__":

@@ -65,6 +65,8 @@ class TrainConfig:
     device: str = "auto"  # "auto" (CUDA, then MPS, then CPU), "cpu", "cuda", "cuda:N" or "mps"
     precision: str = "auto"  # "auto", "float32", "bf16" or "fp16" (see companion.distributed.autocast_dtype)
     compile: bool = False  # torch.compile the model (worth it on a GPU; compiling takes a minute)
+    optimizer: str = "adamw"  # "adamw", or "muon": Muon for the blocks' matrices, AdamW for the rest
+    muon_lr: float = 0.02  # Muon's peak learning rate (follows the same schedule, scaled)
 
     def __post_init__(self):
         # every field checked here, so that a wrong value fails now, with its name, and not as a
@@ -90,6 +92,9 @@ class TrainConfig:
         check_float("beta2", self.beta2, low=0, high=1, high_open=True)
         check_float("grad_clip", self.grad_clip, low=0, hint="0 turns clipping off")
         check_bool("compile", self.compile)
+        if self.optimizer not in ("adamw", "muon"):
+            raise ValueError(f"`optimizer` must be 'adamw' or 'muon' (got {self.optimizer!r})")
+        check_float("muon_lr", self.muon_lr, low=0, low_open=True)
 
 
 #: Named configurations: (model, training). Vocabulary size is filled in from the tokenizer.
@@ -136,7 +141,12 @@ def named_config(name: str, vocab_size: int, **train_overrides) -> tuple[GPTConf
     if name not in CONFIGS:
         raise ValueError(f"`name` must be one of {sorted(CONFIGS)} (got {name!r})")
     model_kw, train_kw = CONFIGS[name]
-    return GPTConfig(vocab_size=vocab_size, **model_kw), TrainConfig(**{**train_kw, **train_overrides})
+    if model_kw.get("modern"):  # chapter 13's decoder (companion.modern)
+        from companion.modern import ModernConfig
+        model_cfg = ModernConfig(vocab_size=vocab_size, **{k: v for k, v in model_kw.items() if k != "modern"})
+    else:
+        model_cfg = GPTConfig(vocab_size=vocab_size, **model_kw)
+    return model_cfg, TrainConfig(**{**train_kw, **train_overrides})
 
 
 def learning_rate(progress: float, cfg: TrainConfig, total_steps: int | None = None) -> float:
@@ -167,9 +177,21 @@ def make_optimizer(model: GPT, cfg: TrainConfig, device_type: str | None = None)
     params = list(dict((id(p), p) for p in model.parameters()).values())  # the tied matrix once
     decay = [p for p in params if p.ndim >= 2]
     no_decay = [p for p in params if p.ndim < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     device_type = device_type or params[0].device.type
     fast = {"cuda": dict(fused=True), "cpu": dict(fused=False, foreach=False)}.get(device_type, {})
+    if cfg.optimizer == "muon":  # the blocks' matrices to Muon (chapter 13), the rest to AdamW
+        from companion.modern import Muon, MuonWithAdamW
+        blocks = {id(p) for p in model.blocks.parameters() if p.ndim == 2}
+        matrices = [p for p in params if id(p) in blocks]
+        rest = [p for p in params if id(p) not in blocks]
+        adamw = torch.optim.AdamW([{"params": [p for p in rest if p.ndim >= 2], "weight_decay": cfg.weight_decay},
+                                   {"params": [p for p in rest if p.ndim < 2], "weight_decay": 0.0}],
+                                  lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **fast)
+        muon = Muon(matrices, lr=cfg.muon_lr)
+        for group in muon.param_groups:
+            group["lr_scale"] = cfg.muon_lr / cfg.learning_rate
+        return MuonWithAdamW(muon, adamw)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **fast)
 
 
@@ -300,8 +322,10 @@ class Trainer:
     """
 
     def __init__(self, model: GPT, corpus: Corpus, cfg: TrainConfig):
-        if not isinstance(model, GPT):
-            raise TypeError(f"`model` must be a companion.model.GPT (got {type(model).__name__})")
+        from companion.modern import ModernGPT
+        if not isinstance(model, (GPT, ModernGPT)):
+            raise TypeError(f"`model` must be a companion.model.GPT or companion.modern.ModernGPT "
+                            f"(got {type(model).__name__})")
         if not isinstance(corpus, Corpus):
             raise TypeError(f"`corpus` must be a companion.data.Corpus, e.g. load_corpus() (got {type(corpus).__name__})")
         if not isinstance(cfg, TrainConfig):
@@ -369,7 +393,7 @@ class Trainer:
         """
         x, y = self.next_batch()  # (b, T) each, on the model's device
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # Muon's groups: its own peak, same schedule
         with self.autocast():  # bf16 or fp16 matrix products on a GPU
             _, loss = self.train_model(x, y)  # mean over this process's rows
         self.optimizer.zero_grad(set_to_none=True)

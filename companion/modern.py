@@ -1,0 +1,473 @@
+"""Today's decoder: RMSNorm, a SwiGLU feed-forward, rotary positions inside attention, and
+grouped-query attention (GQA) with optional QK-norm: the block of Llama 3, Qwen 3 and nanochat.
+
+Against chapter 7's GPT (GPT-2's design) four things change, each in one place:
+
+* **RMSNorm** (:class:`companion.norm.RMSNorm`, chapter 4) instead of LayerNorm: no centring, no
+  shift; one reduction instead of two;
+* **SwiGLU** (:class:`SwiGLU`): ``down(silu(gate(x)) * up(x))``, a gated feed-forward with three
+  matrices instead of two;
+* **rotary position embeddings** (:func:`rotate`) applied to the queries and keys of every head
+  inside attention, at the tokens' absolute positions (``offset`` = tokens already cached), instead
+  of a learned position table added to the input; two layouts exist (:data:`LAYOUTS`);
+* **grouped-query attention** (:class:`GroupedQueryAttention`): ``n_heads`` query heads share
+  ``n_kv_heads`` key/value heads, so the KV cache stores ``n_heads / n_kv_heads`` times less; with
+  ``qk_norm=True`` each head's queries and keys go through an RMSNorm first (Qwen 3, OLMo 2).
+
+:meth:`ModernGPT.copy_from_hf` copies the weights of a Hugging Face ``LlamaForCausalLM`` (or
+``Qwen3ForCausalLM`` with ``qk_norm``) into the companion's model; ``tests/test_modern.py`` checks
+the two give the same logits and gradients. The model has the GPT's interface (``forward(idx,
+targets, cache=...)``, ``new_cache()``), so chapter 8's decoders run on it unchanged.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from .model import GPTCache
+from .norm import RMSNorm
+from .validation import (IGNORE_INDEX, check_bool, check_choice, check_float, check_instance, check_int,
+                         check_tensor, check_token_ids)
+
+#: The two conventions for which features rotate together. ``"interleaved"``: pairs
+#: ``(2j, 2j+1)`` (the RoFormer paper, Meta's original Llama code, chapter 5's ``apply_rotary``);
+#: ``"halves"``: pairs ``(j, j + d/2)`` (GPT-NeoX, Hugging Face's ``rotate_half``). Frequency ``j``
+#: is the same in both; they differ by a fixed permutation of the features (:func:`halves_order`).
+LAYOUTS = ("halves", "interleaved")
+
+
+def rope_frequencies(d_head: int, base: float = 10000.0, dtype: torch.dtype = torch.float64,
+                     device=None) -> Tensor:
+    """The ``d_head / 2`` angular frequencies ``base ** (-2j / d_head)``. Shapes: -> (d_head/2,)."""
+    return base ** (-torch.arange(0, d_head, 2, dtype=dtype, device=device) / d_head)
+
+
+def rotate(x: Tensor, *, offset: int = 0, base: float = 10000.0, layout: str = "halves") -> Tensor:
+    """Rotate each pair of features of the token at position ``t = offset + index`` by ``t * w_j``.
+
+    ``layout`` says which features form pair ``j`` (see :data:`LAYOUTS`). Applied to the queries
+    and keys of every head, it makes ``q_i . k_j`` depend on the positions only through ``i - j``.
+    ``offset`` is the position of ``x``'s first token (the number of tokens already in a KV cache).
+
+    Shapes:
+        x: ``(..., T, d_head)`` with ``d_head`` even, for example ``(B, h, T, d_head)`` -> same.
+    """
+    check_tensor("x", x, shape=("...", "T", "d_head"), dtype="float")
+    *_, T, d = x.shape
+    if d % 2:
+        raise ValueError(f"rotary embeddings rotate pairs of features: the last dimension must be even (got {d})")
+    offset = check_int("offset", offset, minimum=0, hint="`offset` is the position of x's first token")
+    check_float("base", base, low=1.0, low_open=True)
+    check_choice("layout", layout, LAYOUTS)
+    pos = torch.arange(offset, offset + T, dtype=torch.float64, device=x.device)  # (T,)
+    angles = (pos[:, None] * rope_frequencies(d, base, device=x.device)[None, :]).to(x.dtype)  # (T, d/2)
+    cos, sin = angles.cos(), angles.sin()  # (T, d/2)
+    if layout == "interleaved":
+        x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, d/2): pair j is features (2j, 2j+1)
+        out = torch.empty_like(x)
+        out[..., 0::2] = x1 * cos - x2 * sin
+        out[..., 1::2] = x1 * sin + x2 * cos
+        return out
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]  # (..., T, d/2): pair j is features (j, j + d/2)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, d)
+
+
+def halves_order(d_head: int) -> Tensor:
+    """The permutation from the interleaved layout to the halves layout: ``x[..., halves_order(d)]``
+    puts features ``0, 2, 4, ...`` first and ``1, 3, 5, ...`` second, so that
+
+    ``rotate(x[..., p], layout="halves") == rotate(x, layout="interleaved")[..., p]``.
+
+    To move a trained model from one layout to the other, permute the output rows of every head's
+    block of ``W_Q`` and ``W_K`` (the same permutation for both, so ``q . k`` is unchanged).
+    Shapes: -> ``(d_head,)`` LongTensor.
+    """
+    d_head = check_int("d_head", d_head, minimum=2)
+    if d_head % 2:
+        raise ValueError(f"`d_head` must be even (got {d_head})")
+    return torch.cat([torch.arange(0, d_head, 2), torch.arange(1, d_head, 2)])
+
+
+def repeat_kv(x: Tensor, groups: int) -> Tensor:
+    """Each key/value head repeated for the ``groups`` query heads that share it.
+
+    Shapes: ``(B, h_kv, S, d_head)`` -> ``(B, h_kv * groups, S, d_head)``; query head ``i`` reads
+    key/value head ``i // groups``.
+    """
+    check_tensor("x", x, shape=("B", "h_kv", "S", "d_head"))
+    groups = check_int("groups", groups, minimum=1)
+    B, h_kv, S, d = x.shape
+    return x[:, :, None].expand(B, h_kv, groups, S, d).reshape(B, h_kv * groups, S, d)
+
+
+class SwiGLU(nn.Module):
+    """The gated feed-forward of Llama: ``down(silu(gate(x)) * up(x))`` (Shazeer, 2020).
+
+    Three ``d_model x d_ff`` matrices instead of GELU's two: at equal parameters ``d_ff`` is about
+    ``2/3`` of GELU's ``4 d_model`` (Llama uses ``8/3 d_model``, rounded up).
+
+    Shapes: ``(..., d_model)`` -> ``(..., d_model)``.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, *, bias: bool = False):
+        super().__init__()
+        check_int("d_model", d_model, minimum=1)
+        check_int("d_ff", d_ff, minimum=1)
+        self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
+        self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # (..., d_ff) -> (..., d_model)
+
+
+class GroupedQueryAttention(nn.Module):
+    """Causal self-attention with rotary positions and ``n_kv_heads`` key/value heads shared by
+    ``n_heads`` query heads (``n_kv_heads = n_heads``: ordinary multi-head attention; ``1``:
+    multi-query attention).
+
+    Shapes:
+        x: ``(B, T, d_model)``; with ``cache`` (a :class:`companion.attention.KVCache`), ``T`` new
+        tokens at positions ``len(cache) ...``; the cache stores ``(B, n_kv_heads, S, d_head)``.
+        returns ``(B, T, d_model)``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, *, d_head: int | None = None,
+                 qk_norm: bool = False, rope_base: float = 10000.0, rope_layout: str = "halves",
+                 norm_eps: float = 1e-6, bias: bool = False):
+        super().__init__()
+        check_int("d_model", d_model, minimum=1)
+        check_int("n_heads", n_heads, minimum=1)
+        check_int("n_kv_heads", n_kv_heads, minimum=1)
+        if n_heads % n_kv_heads:
+            raise ValueError(f"`n_heads` must be a multiple of `n_kv_heads`: each key/value head serves the same "
+                             f"number of query heads (got n_heads={n_heads}, n_kv_heads={n_kv_heads})")
+        if d_head is None:
+            if d_model % n_heads:
+                raise ValueError(f"`d_model` must be divisible by `n_heads` (got d_model={d_model}, n_heads={n_heads}), "
+                                 "or give d_head")
+            d_head = d_model // n_heads
+        check_int("d_head", d_head, minimum=2)
+        if d_head % 2:
+            raise ValueError(f"`d_head` must be even for rotary embeddings (got {d_head})")
+        check_choice("rope_layout", rope_layout, LAYOUTS)
+        self.n_heads, self.n_kv_heads, self.d_head = n_heads, n_kv_heads, d_head
+        self.rope_base, self.rope_layout = float(rope_base), rope_layout
+        self.q_proj = nn.Linear(d_model, n_heads * d_head, bias=bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * d_head, bias=bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * d_head, bias=bias)
+        self.o_proj = nn.Linear(n_heads * d_head, d_model, bias=bias)
+        self.q_norm = RMSNorm(d_head, eps=norm_eps) if qk_norm else None
+        self.k_norm = RMSNorm(d_head, eps=norm_eps) if qk_norm else None
+
+    def forward(self, x: Tensor, *, cache=None) -> Tensor:
+        B, T, _ = x.shape
+        h, h_kv, d = self.n_heads, self.n_kv_heads, self.d_head
+        q = self.q_proj(x).view(B, T, h, d).transpose(1, 2)  # (B, T, h*d) -> (B, h, T, d)
+        k = self.k_proj(x).view(B, T, h_kv, d).transpose(1, 2)  # (B, h_kv, T, d)
+        v = self.v_proj(x).view(B, T, h_kv, d).transpose(1, 2)  # (B, h_kv, T, d)
+        if self.q_norm is not None:  # QK-norm: each head's vectors normalized before the rotation
+            q, k = self.q_norm(q), self.k_norm(k)
+        start = 0 if cache is None else len(cache)  # absolute position of the first new token
+        q = rotate(q, offset=start, base=self.rope_base, layout=self.rope_layout)
+        k = rotate(k, offset=start, base=self.rope_base, layout=self.rope_layout)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, h_kv, S, d): only the shared heads are stored
+        S = k.shape[2]
+        k, v = repeat_kv(k, h // h_kv), repeat_kv(v, h // h_kv)  # (B, h, S, d)
+        # new token t (absolute position start + t) sees keys 0 .. start + t
+        mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, T, d)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, h * d))  # (B, T, h*d) -> (B, T, d_model)
+
+
+class ModernBlock(nn.Module):
+    """Pre-norm block: ``x + attn(rms1(x))``, then ``x + swiglu(rms2(x))``. Shapes: (B, T, d_model)."""
+
+    def __init__(self, config: "ModernConfig"):
+        super().__init__()
+        c = config
+        self.norm1 = RMSNorm(c.d_model, eps=c.norm_eps)
+        self.attn = GroupedQueryAttention(c.d_model, c.n_heads, c.n_kv_heads, d_head=c.d_head, qk_norm=c.qk_norm,
+                                          rope_base=c.rope_base, rope_layout=c.rope_layout, norm_eps=c.norm_eps)
+        self.norm2 = RMSNorm(c.d_model, eps=c.norm_eps)
+        self.ff = SwiGLU(c.d_model, c.d_ff)
+
+    def forward(self, x: Tensor, *, cache=None) -> Tensor:
+        x = x + self.attn(self.norm1(x), cache=cache)  # (B, T, d_model)
+        return x + self.ff(self.norm2(x))
+
+
+@dataclass(frozen=True)
+class ModernConfig:
+    """Everything needed to build a :class:`ModernGPT`. Names follow the book; Hugging Face's in
+    brackets."""
+
+    vocab_size: int = 69  # distinct tokens [vocab_size]
+    context_length: int = 64  # longest input; RoPE itself has no limit [max_position_embeddings]
+    d_model: int = 128  # [hidden_size]
+    n_layers: int = 4  # [num_hidden_layers]
+    n_heads: int = 4  # query heads [num_attention_heads]
+    n_kv_heads: int = 4  # key/value heads, a divisor of n_heads [num_key_value_heads]
+    d_ff: int | None = None  # SwiGLU width; None: 8/3 d_model rounded up to a multiple of 8 [intermediate_size]
+    d_head: int | None = None  # None: d_model / n_heads [head_dim]
+    rope_base: float = 10000.0  # [rope_theta]
+    rope_layout: str = "halves"  # "halves" (HF) or "interleaved" (RoFormer)
+    qk_norm: bool = False  # RMSNorm on each head's queries and keys (Qwen 3)
+    norm_eps: float = 1e-6  # [rms_norm_eps]
+    tie_embeddings: bool = True  # output head shares the token embedding [tie_word_embeddings]
+
+    def __post_init__(self):
+        for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads", "n_kv_heads"):
+            check_int(name, getattr(self, name), minimum=1)
+        if self.d_ff is not None:
+            check_int("d_ff", self.d_ff, minimum=1, hint="use d_ff=None for 8/3 d_model")
+        if self.d_head is not None:
+            check_int("d_head", self.d_head, minimum=2)
+        elif self.d_model % self.n_heads:
+            raise ValueError(f"`d_model` must be divisible by `n_heads` (got d_model={self.d_model}, "
+                             f"n_heads={self.n_heads}), or give d_head")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"`n_heads` must be a multiple of `n_kv_heads` (got n_heads={self.n_heads}, "
+                             f"n_kv_heads={self.n_kv_heads})")
+        check_float("rope_base", self.rope_base, low=1.0, low_open=True)
+        check_choice("rope_layout", self.rope_layout, LAYOUTS)
+        check_bool("qk_norm", self.qk_norm)
+        check_float("norm_eps", self.norm_eps, low=0.0, low_open=True)
+        check_bool("tie_embeddings", self.tie_embeddings)
+        if self.d_ff is None:
+            object.__setattr__(self, "d_ff", 8 * math.ceil(8 * self.d_model / 3 / 8))
+        if self.d_head is None:
+            object.__setattr__(self, "d_head", self.d_model // self.n_heads)
+        if self.d_head % 2:
+            raise ValueError(f"`d_head` must be even for rotary embeddings (got {self.d_head})")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def kv_cache_bytes(self, batch_size: int, length: int, bytes_per_number: int = 2) -> int:
+        """Bytes of the KV cache for ``batch_size`` sequences of ``length`` tokens: keys and values,
+        every layer, ``n_kv_heads`` heads of ``d_head`` numbers (2 bytes each in bfloat16)."""
+        return 2 * self.n_layers * batch_size * length * self.n_kv_heads * self.d_head * bytes_per_number
+
+
+class ModernGPT(nn.Module):
+    """A decoder-only language model with :class:`ModernBlock` blocks and no position table.
+
+    Shapes: as :class:`companion.model.GPT`: idx (B, T) -> logits (B, T, vocab_size) and, with
+    targets, the mean cross-entropy (``-100`` targets left out).
+    """
+
+    def __init__(self, config: ModernConfig):
+        super().__init__()
+        check_instance("config", config, ModernConfig, "a ModernConfig")
+        self.config = c = config
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
+        self.blocks = nn.ModuleList(ModernBlock(c) for _ in range(c.n_layers))
+        self.final_norm = RMSNorm(c.d_model, eps=c.norm_eps)
+        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        if c.tie_embeddings:
+            self.head.weight = self.tok_emb.weight
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """N(0, 0.02^2) for every matrix, the residual outputs scaled by 1/sqrt(2 n_layers) as in
+        the GPT; norms start as the identity."""
+        std, resid_std = 0.02, 0.02 / math.sqrt(2 * self.config.n_layers)
+        for name, p in self.named_parameters():
+            if p.ndim >= 2:
+                residual = name.endswith("o_proj.weight") or name.endswith("down_proj.weight")
+                nn.init.normal_(p, mean=0.0, std=resid_std if residual else std)
+            elif name.endswith("weight"):
+                nn.init.ones_(p)
+            else:
+                nn.init.zeros_(p)
+
+    def num_parameters(self) -> int:
+        """Distinct parameters (a tied head counts once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def new_cache(self) -> GPTCache:
+        """An empty KV cache: one :class:`~companion.attention.KVCache` per layer."""
+        return GPTCache(self.config.n_layers)
+
+    def forward(self, idx: Tensor, targets: Tensor | None = None, *, cache: GPTCache | None = None):
+        c = self.config
+        check_tensor("idx", idx, shape=("B", "T"), hint="for one sequence of shape (T,) pass idx[None]")
+        check_token_ids("idx", idx, c.vocab_size)
+        B, T = idx.shape
+        start = 0
+        if cache is not None:
+            check_instance("cache", cache, GPTCache, "a GPTCache", hint="make one with model.new_cache()")
+            if len(cache.layers) != c.n_layers:
+                raise ValueError(f"`cache` was made for {len(cache.layers)} layers, this model has n_layers={c.n_layers}; "
+                                 "make one with model.new_cache()")
+            start = len(cache)
+            if start and cache.batch_size != B:
+                raise ValueError(f"`cache` holds {cache.batch_size} sequences but `idx` has batch size B={B}; start a "
+                                 "new one with model.new_cache(), or keep rows with cache.reorder(index)")
+        if start + T > c.context_length:
+            raise ValueError(f"the sequence is longer than the model's context: {start} cached + {T} new positions "
+                             f"> context_length={c.context_length}; crop `idx` to its last {c.context_length - start} tokens")
+        x = self.tok_emb(idx)  # (B, T, d_model): no position table, positions enter inside attention
+        for i, block in enumerate(self.blocks):
+            x = block(x, cache=None if cache is None else cache.layers[i])
+        logits = self.head(self.final_norm(x))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            check_tensor("targets", targets, shape=("B", "T"))
+            if targets.shape != idx.shape:
+                raise ValueError(f"`targets` must have the shape of `idx` {tuple(idx.shape)} (got {tuple(targets.shape)})")
+            check_token_ids("targets", targets, c.vocab_size, ignore_index=IGNORE_INDEX, long_only=True,
+                            hint=f"{IGNORE_INDEX} marks a position left out of the loss")
+            flat = logits.reshape(B * T, -1)
+            nll = F.cross_entropy(flat if flat.dtype != torch.float16 else flat.float(), targets.reshape(B * T),
+                                  reduction="sum")
+            loss = nll / (targets != IGNORE_INDEX).sum().clamp(min=1)
+        return logits, loss
+
+    # ------------------------------------------------------------------ Hugging Face
+    def hf_config(self):
+        """The ``transformers`` config of the same model: ``LlamaConfig``, or ``Qwen3Config`` when
+        ``qk_norm`` (imported here: transformers is needed only for this)."""
+        c = self.config
+        common = dict(vocab_size=c.vocab_size, hidden_size=c.d_model, intermediate_size=c.d_ff,
+                      num_hidden_layers=c.n_layers, num_attention_heads=c.n_heads, num_key_value_heads=c.n_kv_heads,
+                      head_dim=c.d_head, max_position_embeddings=c.context_length, rms_norm_eps=c.norm_eps,
+                      tie_word_embeddings=c.tie_embeddings, attention_bias=False,
+                      rope_parameters={"rope_type": "default", "rope_theta": c.rope_base})
+        if c.qk_norm:
+            from transformers import Qwen3Config
+            return Qwen3Config(**common, use_sliding_window=False)
+        from transformers import LlamaConfig
+        return LlamaConfig(**common, mlp_bias=False)
+
+    @torch.no_grad()
+    def copy_from_hf(self, hf_model: nn.Module) -> "ModernGPT":
+        """Copy the weights of a Hugging Face ``LlamaForCausalLM``/``Qwen3ForCausalLM`` of the same
+        shape. HF rotates halves; into an ``"interleaved"`` model the rows of each head's ``W_Q`` and
+        ``W_K`` are permuted (:func:`halves_order`), so the two compute the same function."""
+        c = self.config
+        base = getattr(hf_model, "model", hf_model)
+        if len(base.layers) != c.n_layers:
+            raise ValueError(f"the Hugging Face model has {len(base.layers)} layers, this one n_layers={c.n_layers}")
+        inverse = torch.argsort(halves_order(c.d_head))  # halves feature -> interleaved feature
+
+        def qk(weight: Tensor, heads: int) -> Tensor:
+            if c.rope_layout == "halves":
+                return weight
+            w = weight.view(heads, c.d_head, -1)  # (heads, d_head, d_model): rows of each head
+            return w[:, inverse].reshape_as(weight)
+
+        self.tok_emb.weight.copy_(base.embed_tokens.weight)
+        for ours, theirs in zip(self.blocks, base.layers):
+            a, t = ours.attn, theirs.self_attn
+            a.q_proj.weight.copy_(qk(t.q_proj.weight, c.n_heads))
+            a.k_proj.weight.copy_(qk(t.k_proj.weight, c.n_kv_heads))
+            a.v_proj.weight.copy_(t.v_proj.weight)
+            a.o_proj.weight.copy_(t.o_proj.weight)
+            if c.qk_norm:
+                inv = inverse if c.rope_layout == "interleaved" else torch.arange(c.d_head)
+                a.q_norm.weight.copy_(t.q_norm.weight[inv])
+                a.k_norm.weight.copy_(t.k_norm.weight[inv])
+            ours.norm1.weight.copy_(theirs.input_layernorm.weight)
+            ours.norm2.weight.copy_(theirs.post_attention_layernorm.weight)
+            ours.ff.gate_proj.weight.copy_(theirs.mlp.gate_proj.weight)
+            ours.ff.up_proj.weight.copy_(theirs.mlp.up_proj.weight)
+            ours.ff.down_proj.weight.copy_(theirs.mlp.down_proj.weight)
+        self.final_norm.weight.copy_(base.norm.weight)
+        if not c.tie_embeddings:
+            self.head.weight.copy_(hf_model.lm_head.weight)
+        return self
+
+
+# ---------------------------------------------------------------------------------- Muon
+#: Coefficients of the quintic ``a X + b (X X^T) X + c (X X^T)^2 X`` of Keller Jordan's Muon: chosen
+#: to push every singular value of a normalized matrix towards 1 in few steps (not exactly to 1:
+#: they end between about 0.7 and 1.2, which trains as well).
+NEWTON_SCHULZ = (3.4445, -4.7750, 2.0315)
+
+
+def orthogonalize(g: Tensor, steps: int = 5) -> Tensor:
+    """The matrix nearest ``g`` with all singular values about 1 (``U V^T`` of ``g = U S V^T``),
+    by ``steps`` Newton-Schulz iterations: only matrix products, no SVD.
+
+    Shapes: ``(m, n)`` -> ``(m, n)``.
+    """
+    check_tensor("g", g, shape=("m", "n"), dtype="float")
+    a, b, c = NEWTON_SCHULZ
+    wide = g.shape[0] <= g.shape[1]
+    x = g if wide else g.T  # (small, large): X X^T is the small square
+    x = x / (x.norm() + 1e-7)  # every singular value now <= 1, where the iteration converges
+    for _ in range(steps):
+        s = x @ x.T  # (small, small)
+        x = a * x + (b * s + c * s @ s) @ x
+    return x if wide else x.T
+
+
+class Muon(torch.optim.Optimizer):
+    """Momentum, then orthogonalized (Jordan et al., 2024): for the weight matrices of the blocks.
+
+    Each step keeps a momentum buffer ``m = beta m + (1 - beta) g``, takes the Nesterov look-ahead
+    ``u = (1 - beta) g + beta m``, replaces it by :func:`orthogonalize` ``(u)`` (every direction
+    of the update moves by the same amount, however small its gradient was) and moves the weight
+    by ``lr * sqrt(max(1, rows / cols))`` times that, after a decoupled weight decay. Embeddings,
+    the output head and the norms' gains stay with AdamW (:func:`companion.train.make_optimizer`).
+    """
+
+    def __init__(self, params, lr: float = 0.02, momentum: float = 0.95, weight_decay: float = 0.0,
+                 ns_steps: int = 5):
+        check_float("lr", lr, low=0.0, low_open=True)
+        check_float("momentum", momentum, low=0.0, high=1.0, high_open=True)
+        check_float("weight_decay", weight_decay, low=0.0)
+        check_int("ns_steps", ns_steps, minimum=1)
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, ns_steps=ns_steps))
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.ndim != 2:
+                    raise ValueError(f"Muon updates matrices only (got a parameter of shape {tuple(p.shape)}); "
+                                     "give vectors and embeddings to AdamW")
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None if closure is None else closure()
+        for group in self.param_groups:
+            beta, lr = group["momentum"], group["lr"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+                buf.lerp_(p.grad, 1 - beta)  # m = beta m + (1 - beta) g
+                update = p.grad.lerp(buf, beta)  # Nesterov: (1 - beta) g + beta m
+                p.mul_(1 - lr * group["weight_decay"])
+                p.add_(orthogonalize(update, group["ns_steps"]), alpha=-lr * max(1.0, p.shape[0] / p.shape[1]) ** 0.5)
+        return loss
+
+
+class MuonWithAdamW:
+    """Two optimizers stepped as one, for :class:`companion.train.Trainer`: ``param_groups`` lists
+    the groups of both (Muon's carry ``lr_scale``, the ratio of its peak to AdamW's)."""
+
+    def __init__(self, muon: Muon, adamw: torch.optim.Optimizer):
+        self.muon, self.adamw = muon, adamw
+
+    @property
+    def param_groups(self) -> list:
+        return self.muon.param_groups + self.adamw.param_groups
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.muon.zero_grad(set_to_none=set_to_none), self.adamw.zero_grad(set_to_none=set_to_none)
+
+    def step(self, closure=None):
+        self.muon.step(), self.adamw.step()
+
+    def state_dict(self) -> dict:
+        return {"muon": self.muon.state_dict(), "adamw": self.adamw.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.muon.load_state_dict(state["muon"]), self.adamw.load_state_dict(state["adamw"])
