@@ -198,3 +198,19 @@ def test_specific_hints_name_the_mistake():
     assert "single bytes" in repr(check.encode_word(encode_characters))
     assert "soft hyphen" in repr(check.bytes_to_unicode(table_with({173: chr(173)})))
     assert "each token on its own" in repr(check.decode(WRONG["decode: per token"][1]))
+
+
+def encode_leftmost_first(word, merges):  # merges the leftmost mergeable pair, whatever its rank
+    parts = [bytes([b]) for b in word]
+    while True:
+        for i, pair in enumerate(zip(parts, parts[1:])):
+            if pair in merges:
+                parts = parts[:i] + [pair[0] + pair[1]] + parts[i + 2:]
+                break
+        else:
+            return parts
+
+
+def test_leftmost_first_is_not_told_it_reversed_the_list():
+    feedback = check.encode_word(encode_leftmost_first)
+    assert feedback.status == "hint" and "last to the first" not in repr(feedback), feedback

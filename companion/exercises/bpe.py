@@ -119,45 +119,54 @@ def encode_word(my_encode_word) -> None:
              b"newest", b"lo\xe6\x97\xa5w", b"\xc3\xa9t"]
     words += [bytes(rng.choice(b"lowerwnst") for _ in range(rng.randrange(1, 12))) for _ in range(25)]
     tok = bpe.BPETokenizer(list(_MERGES))
+    answers = {}
     for word in words:
         merges = list(_MERGES)
         got = my_encode_word(word, merges)
         if merges != _MERGES:
             hint("your function changed the list of merges it was given; read it, do not modify it.")
-        expected = tok.encode_word(word)
         if not isinstance(got, list) or not all(isinstance(t, bytes) for t in got):
             if isinstance(got, list) and all(isinstance(t, str) for t in got):
                 hint("return the tokens as bytes (b'low'), not str: BPE works on the bytes of the word.")
             if isinstance(got, list) and all(isinstance(t, int) for t in got):
                 hint("return the tokens themselves (bytes such as b'low'), not ids.")
             hint(f"return a list of tokens, each a bytes object; you returned {describe(got)}.")
-        if got == expected:
-            continue
-        if len(got) < len(expected) and any(len(t) > 1 and t not in {a + b for a, b in _MERGES} for t in got):
-            hint(f"for {word!r} you returned {got}: start from single bytes, one token per byte, not one per "
-                 "character (a character outside ASCII is several bytes: 日 is b'\\xe6\\x97\\xa5').")
-        if b"".join(got) != word:
-            hint(f"the tokens of {word!r} must join back into the word; yours join into {b''.join(got)!r}.")
-        parts = [bytes([b]) for b in word]
-        for pair in reversed(_MERGES):  # last-ranked first: the mistake of reading the list backwards
-            a, b = pair
-            i, out = 0, []
-            while i < len(parts):
-                if i + 1 < len(parts) and parts[i] == a and parts[i + 1] == b:
-                    out.append(a + b)
-                    i += 2
-                else:
-                    out.append(parts[i])
-                    i += 1
-            parts = out
-        if got == parts:
-            hint("you applied the merges from the last to the first: the first merge in the list has the "
-                 "lowest rank and is applied first.")
-        if len(got) < len(expected):
-            hint(f"{word!r} became {got}, more merged than the merges allow ({expected}): only a pair that "
-                 "is in the list may be merged, and only once both halves exist.")
-        hint(f"for {word!r} you returned {got}, expected {expected}.", generic=True)
-    passed("merges applied in rank order until none applies.")
+        answers[word] = got
+    wrong = [w for w in words if answers[w] != tok.encode_word(w)]
+    if not wrong:
+        passed("merges applied in rank order until none applies.")
+    word, got, expected = wrong[0], answers[wrong[0]], tok.encode_word(wrong[0])
+    if b"".join(got) != word:
+        hint(f"the tokens of {word!r} must join back into the word; yours join into {b''.join(got)!r}.")
+    if all(answers[w] == _apply_in_order(w, list(reversed(_MERGES))) for w in words):
+        hint("you applied the merges from the last to the first: the first merge in the list has the "
+             "lowest rank and is applied first.")
+    if any(len(t) > 1 and t not in {a + b for a, b in _MERGES} for t in got):
+        hint(f"for {word!r} you returned {got}: start from single bytes, one token per byte, not one per "
+             "character (a character outside ASCII is several bytes: 日 is b'\\xe6\\x97\\xa5').")
+    if len(got) < len(expected):
+        hint(f"{word!r} became {got}, more merged than the merges allow ({expected}): only a pair that "
+             "is in the list may be merged, and only once both halves exist.")
+    if len(got) > len(expected):
+        hint(f"{word!r} became {got}, less merged than it should be ({expected}): keep merging until no "
+             "adjacent pair of tokens is in the list.")
+    hint(f"for {word!r} you returned {got}, expected {expected}: at each round, merge the pair of lowest "
+         "rank (earliest in the list) among the adjacent pairs.", generic=True)
+
+
+def _apply_in_order(word: bytes, merges: list) -> list:
+    parts = [bytes([b]) for b in word]
+    for a, b in merges:
+        out, i = [], 0
+        while i < len(parts):
+            if i + 1 < len(parts) and parts[i] == a and parts[i + 1] == b:
+                out.append(a + b)
+                i += 2
+            else:
+                out.append(parts[i])
+                i += 1
+        parts = out
+    return parts
 
 
 # --------------------------------------------------------------------------- Exercise 11.3
