@@ -1,0 +1,216 @@
+"""Chapter 11's checkers: the book's answers and other right answers pass, each wrong answer gets a
+hint (never a pass), junk never makes a checker fail inside its own code."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+from companion import bpe
+from companion.exercises import bpe as check
+
+
+def _merged(parts, pair):
+    out, i = [], 0
+    while i < len(parts):
+        if i + 1 < len(parts) and (parts[i], parts[i + 1]) == pair:
+            out.append(parts[i] + parts[i + 1])
+            i += 2
+        else:
+            out.append(parts[i])
+            i += 1
+    return out
+
+
+def encode_by_rank(word, merges):
+    rank = {m: i for i, m in enumerate(merges)}
+    parts = [bytes([b]) for b in word]
+    while len(parts) > 1:
+        best = min(zip(parts, parts[1:]), key=lambda p: rank.get(p, float("inf")))
+        if best not in rank:
+            break
+        parts = _merged(parts, best)
+    return parts
+
+
+def encode_in_list_order(word, merges):  # each merge once, in rank order: also right
+    parts = [bytes([b]) for b in word]
+    for m in merges:
+        parts = _merged(parts, m)
+    return parts
+
+
+def encode_reversed(word, merges):
+    parts = [bytes([b]) for b in word]
+    for m in reversed(merges):
+        parts = _merged(parts, m)
+    return parts
+
+
+def encode_characters(word, merges):
+    parts = [c.encode() for c in word.decode()]
+    for m in merges:
+        parts = _merged(parts, m)
+    return parts
+
+
+def encode_one_round(word, merges):
+    rank = {m: i for i, m in enumerate(merges)}
+    parts = [bytes([b]) for b in word]
+    if len(parts) < 2:
+        return parts
+    best = min(zip(parts, parts[1:]), key=lambda p: rank.get(p, float("inf")))
+    return _merged(parts, best) if best in rank else parts
+
+
+def encode_most_frequent(word, merges):
+    parts = [bytes([b]) for b in word]
+    while True:
+        present = [p for p in zip(parts, parts[1:]) if p in merges]
+        if not present:
+            return parts
+        parts = _merged(parts, Counter(present).most_common(1)[0][0])
+
+
+def merge_first_only(ids, pair, new_id):
+    for i in range(len(ids) - 1):
+        if (ids[i], ids[i + 1]) == pair:
+            return ids[:i] + [new_id] + ids[i + 2:]
+    return list(ids)
+
+
+def merge_loop_bound(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids) - 1:
+        if (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def merge_in_place(ids, pair, new_id):
+    ids[:] = bpe.merge(ids, pair, new_id)
+    return ids
+
+
+def counts_mutating(ids):
+    ids.sort()
+    return dict(Counter(zip(ids, ids[1:])))
+
+
+def table_with(changes):
+    def make():
+        table = dict(bpe.bytes_to_unicode())
+        table.update(changes)
+        return table
+    return make
+
+
+def table_reversed_shift():
+    table = dict(bpe.bytes_to_unicode())
+    moved = [b for b in range(256) if ord(table[b]) >= 256]
+    for i, b in enumerate(reversed(moved)):
+        table[b] = chr(256 + i)
+    return table
+
+
+RIGHT = [
+    (check.pair_counts, lambda ids: dict(Counter(zip(ids, ids[1:])))),
+    (check.pair_counts, lambda ids: Counter(zip(ids, ids[1:]))),
+    (check.pair_counts, lambda ids: bpe.pair_counts(list(ids))),
+    (check.merge, lambda ids, pair, n: bpe.merge(ids, pair, n)),
+    (check.encode_word, encode_by_rank),
+    (check.encode_word, encode_in_list_order),
+    (check.bytes_to_unicode, bpe.bytes_to_unicode),
+    (check.bytes_to_unicode, lambda: {b: bpe.bytes_to_unicode()[b] for b in reversed(range(256))}),
+    (check.decode, lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8", errors="replace")),
+    (check.decode, lambda ids, v: bytes(b for i in ids for b in v[i]).decode("utf-8", "replace")),
+]
+
+WRONG = {
+    "pairs: non-overlapping": (check.pair_counts, lambda ids: dict(Counter(zip(ids[::2], ids[1::2])))),
+    "pairs: ones": (check.pair_counts, lambda ids: {p: 1 for p in zip(ids, ids[1:])}),
+    "pairs: wrap around": (check.pair_counts, lambda ids: dict(Counter(zip(ids, ids[1:] + ids[:1]))) if ids else {}),
+    "pairs: a list": (check.pair_counts, lambda ids: list(zip(ids, ids[1:]))),
+    "pairs: mutates": (check.pair_counts, counts_mutating),
+    "pairs: string keys": (check.pair_counts, lambda ids: {f"{a},{b}": c for (a, b), c in Counter(zip(ids, ids[1:])).items()}),
+    "pairs: float counts": (check.pair_counts, lambda ids: {k: float(v) for k, v in Counter(zip(ids, ids[1:])).items()}),
+    "pairs: reversed pairs": (check.pair_counts, lambda ids: dict(Counter(zip(ids[1:], ids)))),
+    "merge: first only": (check.merge, merge_first_only),
+    "merge: loop bound": (check.merge, merge_loop_bound),
+    "merge: in place": (check.merge, merge_in_place),
+    "merge: tuple": (check.merge, lambda ids, pair, n: tuple(bpe.merge(ids, pair, n))),
+    "merge: tensor": (check.merge, lambda ids, pair, n: torch.tensor(bpe.merge(ids, pair, n))),
+    "merge: drops the pair": (check.merge, lambda ids, pair, n: [x for x in bpe.merge(ids, pair, n) if x != n]),
+    "encode: reversed ranks": (check.encode_word, encode_reversed),
+    "encode: characters": (check.encode_word, encode_characters),
+    "encode: str tokens": (check.encode_word, lambda w, m: [t.decode("latin-1") for t in encode_by_rank(w, m)]),
+    "encode: ids": (check.encode_word, lambda w, m: list(range(len(encode_by_rank(w, m))))),
+    "encode: one round": (check.encode_word, encode_one_round),
+    "encode: most frequent": (check.encode_word, encode_most_frequent),
+    "bytes: identity": (check.bytes_to_unicode, lambda: {b: chr(b) for b in range(256)}),
+    "bytes: all shifted": (check.bytes_to_unicode, lambda: {b: chr(256 + b) for b in range(256)}),
+    "bytes: soft hyphen kept": (check.bytes_to_unicode, table_with({173: chr(173)})),
+    "bytes: shift reversed": (check.bytes_to_unicode, table_reversed_shift),
+    "bytes: a list": (check.bytes_to_unicode, lambda: list(bpe.bytes_to_unicode().values())),
+    "bytes: str keys": (check.bytes_to_unicode, lambda: {str(b): c for b, c in bpe.bytes_to_unicode().items()}),
+    "decode: per token": (check.decode, lambda ids, v: "".join(v[i].decode("utf-8", errors="replace") for i in ids)),
+    "decode: ignore": (check.decode, lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8", errors="ignore")),
+    "decode: strict": (check.decode, lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8")),
+    "decode: bytes": (check.decode, lambda ids, v: b"".join(v[i] for i in ids)),
+    "decode: latin-1": (check.decode, lambda ids, v: b"".join(v[i] for i in ids).decode("latin-1")),
+}
+
+JUNK = [None, "text", 10**400, torch.tensor([]), torch.tensor([1 + 2j]), float("nan"), [], {}, b"", object()]
+
+
+@pytest.mark.parametrize("checker,answer", RIGHT)
+def test_right_answers_pass(checker, answer):
+    feedback = checker(answer)
+    assert feedback.passed, feedback
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_wrong_answers_get_a_hint(name):
+    checker, answer = WRONG[name]
+    feedback = checker(answer)
+    assert feedback.status == "hint", (name, feedback)
+
+
+@pytest.mark.parametrize("checker", [check.pair_counts, check.merge, check.encode_word, check.bytes_to_unicode,
+                                     check.decode])
+@pytest.mark.parametrize("junk", JUNK, ids=repr)
+def test_junk_never_breaks_a_checker(checker, junk):
+    feedback = checker(lambda *args: junk)
+    assert feedback.status == "hint", feedback
+    text = repr(feedback)
+    assert all(len(line) <= 78 for line in text.splitlines())
+
+
+def test_specific_hints_name_the_mistake():
+    assert "overlap" in repr(check.pair_counts(WRONG["pairs: non-overlapping"][1]))
+    assert "first occurrence" in repr(check.merge(merge_first_only))
+    assert "last to the first" in repr(check.encode_word(encode_reversed))
+    assert "single bytes" in repr(check.encode_word(encode_characters))
+    assert "soft hyphen" in repr(check.bytes_to_unicode(table_with({173: chr(173)})))
+    assert "each token on its own" in repr(check.decode(WRONG["decode: per token"][1]))
+
+
+def encode_leftmost_first(word, merges):  # merges the leftmost mergeable pair, whatever its rank
+    parts = [bytes([b]) for b in word]
+    while True:
+        for i, pair in enumerate(zip(parts, parts[1:])):
+            if pair in merges:
+                parts = parts[:i] + [pair[0] + pair[1]] + parts[i + 2:]
+                break
+        else:
+            return parts
+
+
+def test_leftmost_first_is_not_told_it_reversed_the_list():
+    feedback = check.encode_word(encode_leftmost_first)
+    assert feedback.status == "hint" and "last to the first" not in repr(feedback), feedback
