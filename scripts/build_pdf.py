@@ -73,13 +73,22 @@ async ([solutions]) => {
     const url = new URL(a.href, location.href);
     if (url.origin === location.origin && url.pathname !== location.pathname) a.removeAttribute('href');
   }
+  // An equation, table or output wider than the paper is scaled down to fit (a PDF cannot scroll).
+  let fitted = 0;
+  for (const box of document.querySelectorAll(
+      '.bd-article div.math, .bd-article div.pst-scrollable-table-container, .bd-article div.cell_output div.output')) {
+    if (box.scrollWidth > box.clientWidth + 1) {
+      box.style.zoom = (box.clientWidth / box.scrollWidth).toFixed(3);
+      fitted += 1;
+    }
+  }
   const article = document.querySelector('article.bd-article') || document.body;
   const h1 = article.querySelector('h1');
   const text = (e) => [...e.childNodes].filter((n) => !(n.classList && n.classList.contains('headerlink')))
                                       .map((n) => n.textContent).join('').replace(/\s+/g, ' ').trim();
   const problems = [...document.querySelectorAll('mjx-merror')].map((e) => e.textContent.slice(0, 80))
     .concat([...document.images].filter((i) => !i.naturalWidth).map((i) => `image not loaded: ${i.src}`));
-  return {title: h1 ? text(h1) : document.title, problems};
+  return {title: h1 ? text(h1) : document.title, problems, fitted};
 }
 """
 
@@ -160,7 +169,9 @@ def _sections(pdf: bytes) -> list[tuple[str, int]]:
 
 def print_parts(base: str, paths: list[str], solutions: bool, browser) -> list[Part]:
     parts = []
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    # The width of the paper's text column (A4 less the margins: 180 mm = 680 CSS px), so that the
+    # page is laid out in the browser as it will be on paper.
+    context = browser.new_context(viewport={"width": 680, "height": 960})
     context.set_default_timeout(TIMEOUT_MS)
     tab = context.new_page()
     tab.emulate_media(media="print")

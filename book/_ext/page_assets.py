@@ -87,8 +87,8 @@ def _add_pdf_link(app, pagename, templatename, context, doctree):
 
 def repair_html(text: str) -> tuple[str, bool, bool]:
     """The page's HTML with the two repairs; and whether each repair found its target."""
-    sidebar = SIDEBAR_OLD in text
-    biblio = BIBLIO_OLD in text
+    sidebar = SIDEBAR_OLD in text or SIDEBAR_NEW in text  # (a page kept from an earlier build)
+    biblio = BIBLIO_OLD in text or BIBLIO_NEW in text
     return text.replace(SIDEBAR_OLD, SIDEBAR_NEW).replace(BIBLIO_OLD, BIBLIO_NEW), sidebar, biblio
 
 
@@ -97,6 +97,8 @@ def _repair_pages(app, exception):
         return
     sidebars = 0
     for path in Path(app.outdir).rglob("*.html"):
+        if path.relative_to(app.outdir).parts[0] in ("_static", "_sources", "_images"):
+            continue
         text = path.read_text(encoding="utf-8")
         new, sidebar, _ = repair_html(text)
         sidebars += sidebar

@@ -125,11 +125,20 @@
   } else {
     start();
   }
-  // Formulas have their width only once MathJax has typeset them (after the load event).
-  window.addEventListener("load", () => {
-    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
-      MathJax.startup.promise.then(markScrollBoxes);
-    }
-    markScrollBoxes();
-  });
+  // Formulas have their width only once MathJax has typeset them. course.js runs before MathJax
+  // (both are deferred; the page lists this script first), while window.MathJax is still the
+  // configuration: add a step to MathJax's own page-ready promise, so that anyone who awaits
+  // MathJax.startup.promise finds the boxes marked.
+  const config = window.MathJax;
+  if (config && !config.version) {
+    config.startup = config.startup || {};
+    const ready = config.startup.pageReady;
+    config.startup.pageReady = () => {
+      const typeset = ready ? ready() : MathJax.startup.defaultPageReady();
+      return Promise.resolve(typeset).then(markScrollBoxes);
+    };
+  } else if (config && config.startup && config.startup.promise) {
+    config.startup.promise.then(markScrollBoxes);
+  }
+  window.addEventListener("load", markScrollBoxes);
 })();
