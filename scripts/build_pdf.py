@@ -76,7 +76,8 @@ async ([solutions]) => {
   // An equation, table or output wider than the paper is scaled down to fit (a PDF cannot scroll).
   let fitted = 0;
   for (const box of document.querySelectorAll(
-      '.bd-article div.math, .bd-article div.pst-scrollable-table-container, .bd-article div.cell_output div.output')) {
+      '.bd-article div.math > mjx-container, .bd-article div.pst-scrollable-table-container, '
+      + '.bd-article div.cell_output div.output')) {
     if (box.scrollWidth > box.clientWidth + 1) {
       box.style.zoom = (box.clientWidth / box.scrollWidth).toFixed(3);
       fitted += 1;
@@ -274,12 +275,12 @@ def assemble(parts: list[Part], browser, title: str, edition: str, about: list[s
     for page, stamp, (left, right) in zip(writer.pages, stamps.pages, footers):
         if left or right:
             page.merge_page(stamp)
-    contents_item = writer.add_outline_item("Contents", 1)
+    contents_item = writer.add_outline_item(title="Contents", page_number=1)
     del contents_item
     for part, start in zip(parts, starts):
-        item = writer.add_outline_item(part.title, start - 1)
+        item = writer.add_outline_item(title=part.title, page_number=start - 1)
         for name, page in part.sections:
-            writer.add_outline_item(name, start - 1 + page, parent=item)
+            writer.add_outline_item(title=name, page_number=start - 1 + page, parent=item)
     writer.add_metadata({"/Title": f"{title} ({edition})", "/Author": str(book_config().get("author", ""))})
     writer.page_mode = "/UseOutlines"
     out.parent.mkdir(parents=True, exist_ok=True)

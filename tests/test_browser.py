@@ -65,6 +65,9 @@ CHROMIUM_ARGS = [
 # page is gone: book/_ext/page_assets.py drops the repeated inline scripts. The book has a
 # favicon, so Chromium no longer asks for a missing /favicon.ico.)
 KNOWN_HARMLESS = [
+    # Chromium asks for the favicon after the load event; a page closed right after its checks
+    # aborts that request (the favicon itself is served: the other pages load it).
+    re.compile(r"request failed: \S+/_static/favicon\.svg \(net::ERR_ABORTED\)"),
     # pydata-sphinx-theme on a fresh browser profile: no light/dark mode saved yet, so it logs
     # this and falls back to "auto", which is the default anyway.
     re.compile(r"Got invalid theme mode: \. Resetting to auto\."),
@@ -242,11 +245,14 @@ async () => {
       if (item.display && item.typesetRoot) source.set(item.typesetRoot, item.math);
     }
   } catch (e) { /* no MathJax on this page */ }
-  const equations = !article ? [] : [...article.querySelectorAll('div.math')].filter(shown).map((box) => {
-    const formula = box.querySelector('mjx-container');
+  // A display equation: div.math holds the formula (mjx-container, the box that scrolls) and its
+  // number; it is cut when either is wider than what shows of it.
+  const equations = !article ? [] : [...article.querySelectorAll('div.math')].filter(shown).map((outer) => {
+    const box = outer.querySelector(':scope > mjx-container') || outer;
     const overflowX = getComputedStyle(box).overflowX;
-    return {tex: ((formula && source.get(formula)) || box.textContent).replace(/\s+/g, ' ').trim().slice(0, 70),
-            cut: box.scrollWidth > box.clientWidth + 1, width: box.scrollWidth, column: box.clientWidth,
+    return {tex: (source.get(box) || outer.textContent).replace(/\s+/g, ' ').trim().slice(0, 70),
+            cut: box.scrollWidth > box.clientWidth + 1 || outer.scrollWidth > outer.clientWidth + 1,
+            width: box.scrollWidth, column: outer.clientWidth,
             scrolls: overflowX === 'auto' || overflowX === 'scroll', focusable: box.tabIndex >= 0};
   });
   return {width: vw, overflow, wide, figures, equations};
@@ -1028,7 +1034,8 @@ def test_the_book_pdf(build, server, browser, site):
             return [...h.childNodes].filter((n) => !(n.classList && n.classList.contains('headerlink')))
                    .map((n) => n.textContent).join('').replace(/\\s+/g, ' ').trim(); }""")
         if not rel.startswith(build_pdf.INSTRUCTORS_PAGE):
-            images += tab.evaluate("() => document.querySelectorAll('article figure img, article div.cell_output img').length")
+            images += tab.evaluate("() => [...document.querySelectorAll('article figure img, article div.cell_output img')]"
+                                   ".filter((i) => !i.closest('div.solution') && !/\\.svg$/.test(i.getAttribute('src'))).length")
     context.close()
     norm = lambda t: " ".join(unicodedata.normalize("NFKC", t).split())  # noqa: E731
     for path, edition in ((student, "student"), (instructors, "instructors")):
@@ -1050,6 +1057,7 @@ def test_the_book_pdf(build, server, browser, site):
             assert solutions == 0, f"{path.name} (no solutions) prints {solutions} solutions"
         else:
             assert solutions > 0, f"{path.name} (instructors' edition) prints no solution"
+        # Chromium prints the SVG diagrams as vector drawings, the notebooks' PNG figures as images.
         drawn = sum(
             1 for p in reader.pages
             for x in (p.get("/Resources") or {}).get("/XObject", {}).values()

@@ -75,7 +75,7 @@
 
   // --- 2. scroll boxes ----------------------------------------------------------------------
   const BOXES = [
-    [".bd-article div.math", "Equation"],
+    [".bd-article div.math > mjx-container", "Equation"],
     [".bd-article div.pst-scrollable-table-container", "Table"],
     [".bd-article div.cell_output div.output", "Output"],
   ];
@@ -85,13 +85,17 @@
       document.querySelectorAll(selector).forEach((box) => {
         box.classList.add("scroll-box");
         const overflows = box.scrollWidth > box.clientWidth + 1;
-        if (overflows && !box.hasAttribute("tabindex")) {
+        if (overflows && box.getAttribute("tabindex") !== "0") {
+          // (MathJax marks a formula tabindex="-1" when formulas are kept out of the tab order)
+          box.dataset.scrollBoxTabindex = box.getAttribute("tabindex") || "";
           box.setAttribute("tabindex", "0");
           box.setAttribute("role", "region");
           box.setAttribute("aria-label", `${what}, scrolls sideways`);
           box.dataset.scrollBox = "marked";
         } else if (!overflows && box.dataset.scrollBox === "marked") {
-          box.removeAttribute("tabindex");
+          if (box.dataset.scrollBoxTabindex) box.setAttribute("tabindex", box.dataset.scrollBoxTabindex);
+          else box.removeAttribute("tabindex");
+          delete box.dataset.scrollBoxTabindex;
           box.removeAttribute("role");
           box.removeAttribute("aria-label");
           delete box.dataset.scrollBox;
