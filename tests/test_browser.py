@@ -1079,3 +1079,63 @@ def test_reference_list_is_sorted_by_label(site):
 
     out_of_order = [f"{a!r} before {b!r}" for a, b in zip(labels, labels[1:]) if key(a) > key(b)]
     assert not out_of_order, f"the reference list is not sorted by its labels: {out_of_order}"
+
+
+# --- the book's extensions, without a browser --------------------------------------------------------
+
+def _ext(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"book_ext_{name}", ROOT / "book" / "_ext" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_student_launch_links():
+    ext = _ext("student_downloads")
+    repo = "https://github.com/owner/course"
+    links = dict(ext.launch_links("book/02_attention", repo, {"colab": True, "jupyterhub_url": "", "branch": "student-notebooks"}))
+    assert links == {"Open it in Colab": "https://colab.research.google.com/github/owner/course/blob/student-notebooks/student/02_attention.ipynb"}
+    hub = dict(ext.launch_links("book/02_attention", repo + "/", {"colab": False, "jupyterhub_url": "https://hub.example.edu/"}))
+    assert list(hub) == ["Open it on JupyterHub"]
+    url = hub["Open it on JupyterHub"]
+    assert url.startswith("https://hub.example.edu/hub/user-redirect/git-pull?")
+    assert "repo=https%3A%2F%2Fgithub.com%2Fowner%2Fcourse" in url and "branch=student-notebooks" in url
+    assert "urlpath=lab%2Ftree%2Fcourse%2Fstudent%2F02_attention.ipynb" in url
+    for bad in (None, "", "https://gitlab.com/owner/course", "https://github.com/executablebooks/jupyter-book",
+                "https://github.com/owner"):
+        assert ext.launch_links("book/02_attention", bad, {"colab": True}) == [], bad
+    html = ext.link_html("book/02_attention.html", "book/02_attention", list(links.items()))
+    assert 'class="reference external launch-student" href="https://colab.research.google.com/' in html
+
+
+def test_reference_list_order_and_labels():
+    from pybtex.database import parse_string
+
+    ext = _ext("citations")
+    bib = parse_string("""
+        @misc{z, author = {Zhang, Biao and Sennrich, Rico}, title = {Z}, year = {2019}}
+        @misc{o, author = {{OpenAI}}, title = {gpt-2}, year = {2019}}
+        @misc{v18, author = {Vaswani, Ashish and Bengio, Samy and others}, title = {T2T}, year = {2018}}
+        @misc{v17, author = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki}, title = {Attention}, year = {2017}}
+        @misc{p, author = {Popovi{\\'c}, Maja}, title = {chrF}, year = {2015}}
+        @misc{a, author = {Ott, Myle}, title = {A}, year = {2019}}
+    """, "bibtex")
+    order = [ext.author_year_label(e) for e in sorted(bib.entries.values(), key=ext.sorting_key)]
+    assert order == ["OpenAI, 2019", "Ott, 2019", "Popović, 2015", "Vaswani et al., 2017", "Vaswani et al., 2018",
+                     "Zhang and Sennrich, 2019"]
+
+
+def test_theme_repairs():
+    ext = _ext("page_assets")
+    page = f'<body>{ext.SIDEBAR_OLD}<div role="list"><div class="citation" {ext.BIBLIO_OLD}>x</div></div>'
+    fixed, sidebar, biblio = ext.repair_html(page)
+    assert sidebar and biblio
+    assert 'role="complementary" aria-label="The book"' in fixed and 'role="listitem"' in fixed
+    assert ext.BIBLIO_OLD not in fixed
+    assert ext.repair_html(fixed)[0] == fixed  # a page kept from an earlier build stays as it is
+    footer = ext.pdf_footer("book/02_attention.html")
+    assert 'href="../pdf/transformers-built-by-hand.pdf"' in footer and "instructors" in footer
+    assert 'href="pdf/transformers-built-by-hand.pdf"' in ext.pdf_footer("search.html")
+    assert (ext.PDF_STUDENT, ext.PDF_INSTRUCTORS) == (build_pdf.STUDENT_PDF, build_pdf.INSTRUCTORS_PDF)
