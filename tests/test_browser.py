@@ -1019,7 +1019,7 @@ def _pdf_text(path: Path) -> list[str]:
     return [" ".join(unicodedata.normalize("NFKC", p.extract_text() or "").split()) for p in PdfReader(path).pages]
 
 
-def test_the_book_pdf(build, server, browser, site):
+def test_the_book_pdf(build, server, browser):
     """Both editions exist, hold every page of the book (its title on the part's first page, a
     bookmark for it), every figure, and the student edition no solution and no toggle text."""
     import unicodedata
