@@ -16,6 +16,16 @@ where the chapter list is shown already, the ☰ toggle hides it and shows it ag
 never more than one search bar. (sphinx-book-theme 1.3.0 with pydata-sphinx-theme 0.17.1 broke
 all of these: sphinx-book-theme issues #986 and #999.)
 
+Readers on a phone, on paper and with a keyboard (issue 21): every page is opened again at 390 px
+(a phone) and checked, as at 1280 px (a desktop), for a page wider than the screen, a figure wider
+than its column, a display equation cut off (at 1280 px none may even scroll; on a phone one may
+scroll inside its own box, which is then a tab stop), and serious or critical axe-core violations
+(WCAG 2.0/2.1 A and AA; the colour-contrast rule, the slow one, only at 1280 px, since colours
+do not depend on the width). Formulas are not tab stops; a figure opens full size on a tap; the
+contents drawer closes after a tap on an entry; header buttons show a focus ring; printing hides
+the solutions; and the book's PDF (scripts/build_pdf.py, which the fixture runs after building)
+holds every page of the book, without the solutions, and its instructors' edition with them.
+
 Chromium is Debian's (``bash scripts/setup.sh --browser``, as root); no test tool downloads a
 browser. Without it the tests skip, except in CI (``CI=true``), where they fail.
 """
@@ -40,6 +50,9 @@ import yaml
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import build_pdf  # noqa: E402  (scripts/build_pdf.py: the book's PDF)
+
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 # As the machine notes say: without the background-networking flags Chromium tries to reach
 # Google's servers at every start, and the closed network refuses each connection.
@@ -52,6 +65,9 @@ CHROMIUM_ARGS = [
 # page is gone: book/_ext/page_assets.py drops the repeated inline scripts. The book has a
 # favicon, so Chromium no longer asks for a missing /favicon.ico.)
 KNOWN_HARMLESS = [
+    # Chromium asks for the favicon after the load event; a page closed right after its checks
+    # aborts that request (the favicon itself is served: the other pages load it).
+    re.compile(r"request failed: \S+/_static/favicon\.svg \(net::ERR_ABORTED\)"),
     # pydata-sphinx-theme on a fresh browser profile: no light/dark mode saved yet, so it logs
     # this and falls back to "auto", which is the default anyway.
     re.compile(r"Got invalid theme mode: \. Resetting to auto\."),
@@ -108,6 +124,10 @@ def build(tmp_path_factory) -> Build:
     html = out / "_build" / "html"
     if not (html / "search.html").is_file():
         pytest.fail(f"the book did not build:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}", pytrace=False)
+    # The PDF, as scripts/build_book.sh makes it (every page's footer links it).
+    start = time.perf_counter()
+    build_pdf.build(html, quiet=True)
+    print(f"\nbrowser test: printed the book's two PDF editions in {time.perf_counter() - start:.0f} s")
     return Build(html, done.returncode, done.stdout + done.stderr)
 
 
@@ -177,6 +197,10 @@ async () => {
       .map((a) => ({href: a.href, text: a.textContent})),
     labels: [...document.querySelectorAll('div.citation')]
       .map((d) => ({id: d.id, label: (d.querySelector('.label') || d).textContent})),
+    // MathJax's menu makes formulas tab stops unless told not to (_config.yml: inTabOrder)
+    // (a formula too wide for the column, which scrolls in its box, is one on purpose: course.js)
+    formula_tab_stops: document.querySelectorAll('mjx-container[tabindex]:not([tabindex="-1"]):not([data-scroll-box])').length,
+    launch_student: [...document.querySelectorAll('p.student-download a.launch-student')].map((a) => a.href),
     solutions: [...document.querySelectorAll('div.solution')].map((s) => ({
       id: s.id,
       text: s.textContent,
@@ -187,12 +211,92 @@ async () => {
 """
 
 
+# Runs in the page once MathJax is done: what a reader of this window width would find cut off.
+LAYOUT = r"""
+async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  const vw = document.documentElement.clientWidth;
+  const shown = (e) => e.checkVisibility({visibilityProperty: true, opacityProperty: true})
+                       && e.getBoundingClientRect().width > 0;
+  const name = (e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+                      + [...e.classList].slice(0, 3).map((c) => '.' + c).join('');
+  const scrolled = (e) => {  // inside a box that scrolls or clips: it cannot widen the page
+    for (let p = e.parentElement; p && p !== document.body; p = p.parentElement) {
+      if (['auto', 'scroll', 'hidden', 'clip'].includes(getComputedStyle(p).overflowX)) return true;
+    }
+    return false;
+  };
+  const overflow = document.documentElement.scrollWidth - vw;
+  const wide = overflow <= 0 ? [] : [...document.querySelectorAll('body *')]
+    .filter((e) => shown(e) && e.getBoundingClientRect().right > vw + 1 && !scrolled(e))
+    .slice(0, 4)
+    .map((e) => `${name(e)} reaches ${Math.round(e.getBoundingClientRect().right)} px: `
+                + `${(e.textContent || '').replace(/\s+/g, ' ').trim().slice(0, 60)}`);
+  const article = document.querySelector('article.bd-article');
+  const column = article ? article.getBoundingClientRect() : null;
+  const figures = !article ? [] : [...article.querySelectorAll('figure img, div.cell_output img')]
+    .filter(shown).map((i) => {
+      const r = i.getBoundingClientRect();
+      return {src: (i.getAttribute('src') || '').split('/').pop(), width: Math.round(r.width),
+              column: Math.round(column.width), fits: r.left >= column.left - 1 && r.right <= column.right + 1};
+    });
+  const source = new Map();  // the TeX of each display formula, to name the ones cut off
+  try {
+    for (const item of MathJax.startup.document.math) {
+      if (item.display && item.typesetRoot) source.set(item.typesetRoot, item.math);
+    }
+  } catch (e) { /* no MathJax on this page */ }
+  // A display equation: div.math holds the formula (mjx-container, the box that scrolls) and its
+  // number; it is cut when either is wider than what shows of it.
+  const equations = !article ? [] : [...article.querySelectorAll('div.math')].filter(shown).map((outer) => {
+    const box = outer.querySelector(':scope > mjx-container') || outer;
+    const overflowX = getComputedStyle(box).overflowX;
+    return {tex: (source.get(box) || outer.textContent).replace(/\s+/g, ' ').trim().slice(0, 70),
+            cut: box.scrollWidth > box.clientWidth + 1 || outer.scrollWidth > outer.clientWidth + 1,
+            width: box.scrollWidth, column: outer.clientWidth,
+            scrolls: overflowX === 'auto' || overflowX === 'scroll', focusable: box.tabIndex >= 0};
+  });
+  return {width: vw, overflow, wide, figures, equations};
+}
+"""
+PHONE = (390, 844)
+DESKTOP = (1280, 800)
+# axe-core's rules for WCAG 2.0 and 2.1, levels A and AA; only these impacts fail the test.
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+AXE_FAILING = ("serious", "critical")
+
+
+@functools.lru_cache(maxsize=1)
+def _axe():
+    from axe_playwright_python.sync_playwright import Axe
+
+    return Axe()
+
+
+def _axe_violations(tab, contrast: bool = True) -> list[str]:
+    """Serious and critical axe-core violations on the open page, one line each."""
+    # preload: False: axe-core otherwise fetches every stylesheet itself and resolves theme.css's
+    # `@import "../basic.css"` against the page instead of the stylesheet, a 404 that the console
+    # test would report (only css-orientation-lock needs those fetched sheets).
+    options = {"runOnly": {"type": "tag", "values": AXE_TAGS}, "resultTypes": ["violations"], "preload": False}
+    if not contrast:
+        options["rules"] = {"color-contrast": {"enabled": False}}
+    response = _axe().run(tab, options=options).response
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']}; {len(v['nodes'])} element(s), e.g. "
+        f"{v['nodes'][0]['target'] if v['nodes'] else '?'}"
+        for v in response["violations"] if v.get("impact") in AXE_FAILING
+    ]
+
+
 @dataclass
 class Page:
     path: str  # relative to the site root, e.g. "book/01_dot_products.html"
     survey: dict = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # console errors, page errors, failed requests
     redirect: str | None = None
+    layout: dict = field(default_factory=dict)  # width -> LAYOUT's report at that window width
+    axe: dict = field(default_factory=dict)  # width -> serious/critical axe-core violations
 
 
 def _pages(html: Path) -> list[str]:
@@ -213,7 +317,8 @@ def site(build, server, browser) -> dict[str, Page]:
     """Open every page of the book once and record what the tests check."""
     start = time.perf_counter()
     pages: dict[str, Page] = {}
-    context = _new_context(browser)
+    context = browser.new_context(viewport={"width": DESKTOP[0], "height": DESKTOP[1]})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
     for rel in _pages(build.html):
         page = Page(rel)
         pages[rel] = page
@@ -233,11 +338,29 @@ def site(build, server, browser) -> dict[str, Page]:
         tab.on("requestfailed", lambda req, page=page: page.errors.append(f"request failed: {req.url} ({req.failure})"))
         tab.goto(server + rel, wait_until="load")  # images and scripts are in by now
         page.survey = tab.evaluate(SURVEY)
+        page.layout[DESKTOP[0]] = tab.evaluate(LAYOUT)
+        page.axe[DESKTOP[0]] = _axe_violations(tab, contrast=True)
         tab.close()
     context.close()
     seconds = time.perf_counter() - start
     print(f"\nbrowser test: opened {len(pages)} pages in {seconds:.1f} s")
     return pages
+
+
+@pytest.fixture(scope="session")
+def phone_site(site, server, browser) -> dict[str, Page]:
+    """Every page again, on a phone (390 px): layout and axe-core (without colour contrast)."""
+    start = time.perf_counter()
+    context = browser.new_context(viewport={"width": PHONE[0], "height": PHONE[1]}, has_touch=True)
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    tab = context.new_page()
+    for page in _visited(site):
+        tab.goto(server + page.path, wait_until="load")
+        page.layout[PHONE[0]] = tab.evaluate(LAYOUT)
+        page.axe[PHONE[0]] = _axe_violations(tab, contrast=False)
+    context.close()
+    print(f"\nbrowser test: opened {len(_visited(site))} pages on a phone in {time.perf_counter() - start:.1f} s")
+    return site
 
 
 def _fail_if(problems: dict[str, list[str]], title: str) -> None:
@@ -417,6 +540,10 @@ def test_search_snippets_show_no_tex(server, browser):
     assert snippets, "searching for 'softmax' gave no snippets"
     raw = [s for s in snippets if RAW_TEX.search(s)]
     assert not raw, f"{len(raw)} of {len(snippets)} search snippets show raw TeX, e.g. {raw[0][:200]!r}"
+    # The theme's print-only title and contents list ("...Decoding and beam search Contents 8.1.")
+    # once came first in every snippet: snippets must come from the page's own text.
+    listed = [s for s in snippets if re.search(r"\bContents\b", s)]
+    assert not listed, f"{len(listed)} of {len(snippets)} snippets quote the print-only contents list, e.g. {listed[0][:200]!r}"
 
 
 def _notebook_pages(build) -> dict[str, Path]:
@@ -452,22 +579,42 @@ def test_every_notebook_can_be_downloaded(build, server, browser, site):
 
 
 def test_launch_buttons_only_for_a_configured_repository(build, site):
+    """The theme's launch buttons (full notebooks) only with a configured repository and service;
+    the student versions' launch links (Colab, and a JupyterHub when configured) only with a GitHub
+    repository, opening that repository's student notebook of the very chapter."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text()) or {}
     url = ((config.get("repository") or {}).get("url") or "").rstrip("/")
     launch = config.get("launch_buttons") or {}
+    settings = ((config.get("sphinx") or {}).get("config") or {}).get("student_launch") or {}
     configured = bool(url) and JB_DEFAULT_REPOSITORY not in url and bool(launch.get("binderhub_url") or launch.get("colab_url"))
+    github = url.startswith("https://github.com/") and JB_DEFAULT_REPOSITORY not in url
+    repo_path = urlsplit(url).path.strip("/")
     problems = {}
     for rel in _notebook_pages(build):
-        links = [h for h in site[rel].survey["links"] if any(host in h for host in LAUNCH_HOSTS)]
-        placeholder = [h for h in site[rel].survey["links"] if JB_DEFAULT_REPOSITORY in h]
+        survey = site[rel].survey
+        student_links = set(survey["launch_student"])
+        links = [h for h in survey["links"] if any(host in h for host in LAUNCH_HOSTS) and h not in student_links]
+        placeholder = [h for h in survey["links"] if JB_DEFAULT_REPOSITORY in h]
         found = [f"link to jupyter-book's placeholder repository: {h}" for h in placeholder]
         if not configured:
             found += [f"launch button although no repository URL is configured: {h}" for h in links]
         else:
-            repo_path = urlsplit(url).path.strip("/")
             if not links:
                 found.append("no launch button although repository.url and a launch service are configured")
             found += [f"launch button not for {url}: {h}" for h in links if repo_path not in h]
+        chapter = Path(rel).stem
+        if rel.startswith("book/") and chapter[:2].isdigit():
+            if not github:
+                found += [f"student launch link without a GitHub repository: {h}" for h in student_links]
+            else:
+                colab = [h for h in student_links if h.startswith("https://colab.research.google.com/github/")]
+                if settings.get("colab", True) and not colab:
+                    found.append("no 'Open it in Colab' link for the student version")
+                for h in student_links:
+                    if f"{repo_path}" not in h or f"student/{chapter}.ipynb" not in unquote(h):
+                        found.append(f"student launch link not to {repo_path}'s student/{chapter}.ipynb: {h}")
+                if (settings.get("jupyterhub_url") or "").strip() and not any("git-pull" in h for h in student_links):
+                    found.append("jupyterhub_url is configured but no 'Open it on JupyterHub' link")
         problems[rel] = found
     _fail_if(problems, "launch buttons")
 
@@ -704,3 +851,295 @@ def test_every_chapter_offers_its_student_version(server, browser, site):
         problems[rel] = found
     context.close()
     _fail_if(problems, "student-version downloads")
+
+
+# --- readers on a phone, on paper and with a keyboard (issue 21) ------------------------------------
+
+def test_no_page_wider_than_a_phone(phone_site):
+    """At 390 px nothing widens the page: inline code wraps, tables and equations scroll in their box."""
+    problems = {}
+    for page in _visited(phone_site):
+        layout = page.layout[PHONE[0]]
+        if layout["overflow"] > 0:
+            problems[page.path] = [f"the page is {layout['overflow']} px wider than the {layout['width']} px screen"]
+            problems[page.path] += layout["wide"] or ["(no single element found)"]
+    _fail_if(problems, f"pages wider than a phone ({PHONE[0]} px)")
+
+
+@pytest.mark.parametrize("width", [PHONE[0], DESKTOP[0]], ids=["phone", "desktop"])
+def test_every_figure_within_its_column(phone_site, width):
+    problems = {
+        page.path: [f"{f['src']}: {f['width']} px wide in a {f['column']} px column"
+                    for f in page.layout[width]["figures"] if not f["fits"]]
+        for page in _visited(phone_site)
+    }
+    _fail_if(problems, f"figures wider than their column at {width} px")
+
+
+def test_no_display_equation_cut_on_a_desktop(site):
+    """At 1280 px every display equation is whole (the chapters split the long ones)."""
+    problems = {
+        page.path: [f"{e['tex']!r}: {e['width']} px in a {e['column']} px column" for e in page.layout[DESKTOP[0]]["equations"] if e["cut"]]
+        for page in _visited(site)
+    }
+    _fail_if(problems, f"display equations cut off at {DESKTOP[0]} px")
+
+
+def test_long_equations_scroll_on_a_phone(phone_site):
+    """On a phone an equation wider than the column scrolls inside its own box (with a shadow at the
+    edge, course.css), and the keyboard can reach that box."""
+    problems, wide = {}, 0
+    for page in _visited(phone_site):
+        found = []
+        for e in page.layout[PHONE[0]]["equations"]:
+            if e["cut"]:
+                wide += 1
+                if not e["scrolls"]:
+                    found.append(f"{e['tex']!r} is cut off and its box does not scroll")
+                elif not e["focusable"]:
+                    found.append(f"{e['tex']!r} scrolls but its box is not a tab stop")
+        problems[page.path] = found
+    _fail_if(problems, f"equations on a phone ({PHONE[0]} px)")
+    print(f"\nbrowser test: {wide} display equations scroll in their box at {PHONE[0]} px")
+
+
+@pytest.mark.parametrize("width", [PHONE[0], DESKTOP[0]], ids=["phone", "desktop"])
+def test_no_serious_accessibility_violations(phone_site, width):
+    problems = {page.path: page.axe[width] for page in _visited(phone_site)}
+    _fail_if(problems, f"serious or critical axe-core violations (WCAG 2 A/AA) at {width} px")
+
+
+def test_formulas_are_not_tab_stops(site):
+    problems = {
+        p.path: [f"{p.survey['formula_tab_stops']} formulas are tab stops"]
+        for p in _visited(site) if p.survey["formula_tab_stops"]
+    }
+    _fail_if(problems, "formulas in the keyboard's tab order")
+
+
+def _first_chapter_with(build, selector_text: str) -> str:
+    for rel in sorted(_notebook_pages(build)):
+        if selector_text in (build.html / rel).read_text(errors="replace"):
+            return rel
+    pytest.skip(f"no chapter has {selector_text!r}")
+
+
+def test_a_figure_opens_full_size_on_a_tap(build, server, browser):
+    """On a phone a figure fits the column; a tap opens it at its own (larger) size in a viewer
+    that scrolls, and Escape closes it."""
+    rel = _first_chapter_with(build, 'src="../_images/encoder_decoder.svg"')
+    context = browser.new_context(viewport={"width": PHONE[0], "height": PHONE[1]}, has_touch=True)
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        tab = context.new_page()
+        tab.goto(server + rel, wait_until="load")
+        figure = tab.locator("a.figure-zoom img[src$='encoder_decoder.svg']")
+        assert figure.count() == 1, "the diagram is not wrapped in a full-size link (course.js)"
+        small = figure.bounding_box()
+        assert small["width"] <= PHONE[0], f"the diagram is {small['width']} px wide on a {PHONE[0]} px phone"
+        figure.tap()
+        viewer = tab.locator("dialog.figure-viewer[open]")
+        viewer.wait_for(state="visible", timeout=10_000)
+        big = viewer.locator("img").bounding_box()
+        assert big["width"] > 1.5 * small["width"], f"the viewer shows it {big['width']} px wide, not larger than the page's {small['width']}"
+        scrolls = tab.evaluate("() => { const s = document.querySelector('dialog.figure-viewer .figure-viewer__scroll');"
+                               " return s.scrollWidth > s.clientWidth; }")
+        assert scrolls, "the full-size figure is wider than the phone but its viewer does not scroll"
+        tab.keyboard.press("Escape")
+        viewer.wait_for(state="detached", timeout=10_000)
+    finally:
+        context.close()
+
+
+def test_the_contents_drawer_closes_after_a_tap(build, server, browser):
+    """On a phone, a tap on an entry of the page's contents closes the drawer and shows the section."""
+    context, tab, errors = _open_at(browser, server, *PHONE)
+    try:
+        toggle = _visible_toggle(tab, ".secondary-toggle")
+        assert toggle is not None, "no contents toggle on a phone"
+        toggle.click()
+        assert _wait_panel(tab, PAGE_CONTENTS, open_=True)["open"], "the contents drawer did not open"
+        entry = tab.locator("dialog[open] a.nav-link[href^='#']").nth(2)
+        target = entry.get_attribute("href")[1:]
+        entry.click()
+        tab.wait_for_function("() => !document.querySelector('dialog#pst-secondary-sidebar-modal[open]')", timeout=5_000)
+        tab.wait_for_function(
+            "(id) => { const r = document.getElementById(id).getBoundingClientRect();"
+            " return r.top >= -2 && r.top < window.innerHeight / 2; }", arg=target, timeout=5_000)
+    finally:
+        context.close()
+
+
+def test_header_buttons_show_a_focus_ring(server, browser):
+    """Tabbing through the page's header, each button shows a visible outline."""
+    context, tab, _ = _open_at(browser, server, *DESKTOP)
+    try:
+        seen = {}
+        for _ in range(40):
+            tab.keyboard.press("Tab")
+            state = tab.evaluate("""() => { const e = document.activeElement;
+                if (!e || !e.closest('.bd-header-article')) return null;
+                const s = getComputedStyle(e);
+                return {name: e.getAttribute('title') || e.getAttribute('aria-label') || e.className,
+                        outline: s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2}; }""")
+            if state:
+                seen[state["name"]] = state["outline"]
+        assert seen, "tabbing never reached the page's header buttons"
+        missing = [name for name, ok in seen.items() if not ok]
+        assert not missing, f"header buttons without a visible focus ring: {missing}"
+    finally:
+        context.close()
+
+
+def test_printing_hides_the_solutions(build, server, browser):
+    """Printed (print media), a chapter shows no solution and no "Click to show/hide" toggle."""
+    rel = next((r for r, nb in sorted(_notebook_pages(build).items()) if _solution_sources(nb)), None)
+    if rel is None:
+        pytest.skip("no notebook has a solution cell yet")
+    context = _new_context(browser)
+    try:
+        tab = context.new_page()
+        tab.emulate_media(media="print")
+        tab.goto(server + rel, wait_until="load")
+        shown = tab.evaluate("""() => {
+            const visible = (e) => e.checkVisibility() && e.getBoundingClientRect().height > 0;
+            return {solutions: [...document.querySelectorAll('div.solution')].filter(visible).length,
+                    toggles: [...document.querySelectorAll('.toggle-button, .toggle-hint')].filter(visible).length,
+                    text: document.body.innerText.includes('Click to')}; }""")
+    finally:
+        context.close()
+    assert shown == {"solutions": 0, "toggles": 0, "text": False}, f"printing {rel} shows {shown}"
+
+
+def _pdf_text(path: Path) -> list[str]:
+    import unicodedata
+
+    from pypdf import PdfReader
+
+    return [" ".join(unicodedata.normalize("NFKC", p.extract_text() or "").split()) for p in PdfReader(path).pages]
+
+
+def test_the_book_pdf(build, server, browser):
+    """Both editions exist, hold every page of the book (its title on the part's first page, a
+    bookmark for it), every figure, and the student edition no solution and no toggle text."""
+    import unicodedata
+
+    from pypdf import PdfReader
+
+    student, instructors = build.html / build_pdf.STUDENT_PDF, build.html / build_pdf.INSTRUCTORS_PDF
+    missing = [p for p in (student, instructors) if not p.is_file()]
+    assert not missing, f"no PDF at {missing}: run bash scripts/build_book.sh (it runs scripts/build_pdf.py)"
+    context = _new_context(browser)
+    tab = context.new_page()
+    titles, images = {}, 0
+    for rel in build_pdf.toc_pages(ROOT):
+        tab.goto(server + rel, wait_until="domcontentloaded")
+        titles[rel] = tab.evaluate("""() => { const h = document.querySelector('article h1');
+            return [...h.childNodes].filter((n) => !(n.classList && n.classList.contains('headerlink')))
+                   .map((n) => n.textContent).join('').replace(/\\s+/g, ' ').trim(); }""")
+        if not rel.startswith(build_pdf.INSTRUCTORS_PAGE):
+            images += tab.evaluate("() => [...document.querySelectorAll('article figure img, article div.cell_output img')]"
+                                   ".filter((i) => !i.closest('div.solution') && !/\\.svg$/.test(i.getAttribute('src'))).length")
+    context.close()
+    norm = lambda t: " ".join(unicodedata.normalize("NFKC", t).split())  # noqa: E731
+    for path, edition in ((student, "student"), (instructors, "instructors")):
+        reader = PdfReader(path)
+        bookmarks = [norm(str(o.title)) for o in reader.outline if not isinstance(o, list)]
+        text = _pdf_text(path)
+        expected = {r: t for r, t in titles.items() if edition == "instructors" or not r.startswith(build_pdf.INSTRUCTORS_PAGE)}
+        absent = [t for t in expected.values() if norm(t) not in bookmarks]
+        assert not absent, f"{path.name}: no bookmark for {absent}"
+        for title in expected.values():
+            first = bookmarks.index(norm(title))
+            destination = [o for o in reader.outline if not isinstance(o, list)][first]
+            page = reader.get_destination_page_number(destination)
+            assert norm(title) in text[page], f"{path.name}: page {page + 1} does not start {title!r}"
+        full = "\n".join(text)
+        assert "Click to" not in full, f"{path.name} prints a toggle's 'Click to show/hide'"
+        solutions = full.count("Solution to")
+        if edition == "student":
+            assert solutions == 0, f"{path.name} (no solutions) prints {solutions} solutions"
+        else:
+            assert solutions > 0, f"{path.name} (instructors' edition) prints no solution"
+        # Chromium prints the SVG diagrams as vector drawings, the notebooks' PNG figures as images.
+        drawn = sum(
+            1 for p in reader.pages
+            for x in (p.get("/Resources") or {}).get("/XObject", {}).values()
+            if x.get_object().get("/Subtype") == "/Image"
+        )
+        assert drawn >= images, f"{path.name} holds {drawn} images; the pages show {images} figures"
+    print(f"\nbrowser test: PDF {len(PdfReader(student).pages)} pages ({student.stat().st_size / 1e6:.1f} MB), "
+          f"instructors' edition {len(PdfReader(instructors).pages)} pages ({instructors.stat().st_size / 1e6:.1f} MB)")
+
+
+def test_reference_list_is_sorted_by_label(site):
+    refs = next((p for p in _visited(site) if p.survey["labels"]), None)
+    assert refs is not None, "no page lists the references (div.citation)"
+    labels = [" ".join(e["label"].strip("[] \n").split()) for e in refs.survey["labels"]]
+
+    def key(label):
+        names, _, year = label.rpartition(", ")
+        return names.casefold(), year
+
+    out_of_order = [f"{a!r} before {b!r}" for a, b in zip(labels, labels[1:]) if key(a) > key(b)]
+    assert not out_of_order, f"the reference list is not sorted by its labels: {out_of_order}"
+
+
+# --- the book's extensions, without a browser --------------------------------------------------------
+
+def _ext(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"book_ext_{name}", ROOT / "book" / "_ext" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_student_launch_links():
+    ext = _ext("student_downloads")
+    repo = "https://github.com/owner/course"
+    links = dict(ext.launch_links("book/02_attention", repo, {"colab": True, "jupyterhub_url": "", "branch": "student-notebooks"}))
+    assert links == {"Open it in Colab": "https://colab.research.google.com/github/owner/course/blob/student-notebooks/student/02_attention.ipynb"}
+    hub = dict(ext.launch_links("book/02_attention", repo + "/", {"colab": False, "jupyterhub_url": "https://hub.example.edu/"}))
+    assert list(hub) == ["Open it on JupyterHub"]
+    url = hub["Open it on JupyterHub"]
+    assert url.startswith("https://hub.example.edu/hub/user-redirect/git-pull?")
+    assert "repo=https%3A%2F%2Fgithub.com%2Fowner%2Fcourse" in url and "branch=student-notebooks" in url
+    assert "urlpath=lab%2Ftree%2Fcourse%2Fstudent%2F02_attention.ipynb" in url
+    for bad in (None, "", "https://gitlab.com/owner/course", "https://github.com/executablebooks/jupyter-book",
+                "https://github.com/owner"):
+        assert ext.launch_links("book/02_attention", bad, {"colab": True}) == [], bad
+    html = ext.link_html("book/02_attention.html", "book/02_attention", list(links.items()))
+    assert 'class="reference external launch-student" href="https://colab.research.google.com/' in html
+
+
+def test_reference_list_order_and_labels():
+    from pybtex.database import parse_string
+
+    ext = _ext("citations")
+    bib = parse_string("""
+        @misc{z, author = {Zhang, Biao and Sennrich, Rico}, title = {Z}, year = {2019}}
+        @misc{o, author = {{OpenAI}}, title = {gpt-2}, year = {2019}}
+        @misc{v18, author = {Vaswani, Ashish and Bengio, Samy and others}, title = {T2T}, year = {2018}}
+        @misc{v17, author = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki}, title = {Attention}, year = {2017}}
+        @misc{p, author = {Popovi{\\'c}, Maja}, title = {chrF}, year = {2015}}
+        @misc{a, author = {Ott, Myle}, title = {A}, year = {2019}}
+    """, "bibtex")
+    order = [ext.author_year_label(e) for e in sorted(bib.entries.values(), key=ext.sorting_key)]
+    assert order == ["OpenAI, 2019", "Ott, 2019", "Popović, 2015", "Vaswani et al., 2017", "Vaswani et al., 2018",
+                     "Zhang and Sennrich, 2019"]
+
+
+def test_theme_repairs():
+    ext = _ext("page_assets")
+    page = f'<body>{ext.SIDEBAR_OLD}<div role="list"><div class="citation" {ext.BIBLIO_OLD}>x</div></div>'
+    fixed, sidebar, biblio = ext.repair_html(page)
+    assert sidebar and biblio
+    assert 'role="complementary" aria-label="The book"' in fixed and 'role="listitem"' in fixed
+    assert ext.BIBLIO_OLD not in fixed
+    assert ext.repair_html(fixed)[0] == fixed  # a page kept from an earlier build stays as it is
+    footer = ext.pdf_footer("book/02_attention.html")
+    assert 'href="../pdf/transformers-built-by-hand.pdf"' in footer and "instructors" in footer
+    assert 'href="pdf/transformers-built-by-hand.pdf"' in ext.pdf_footer("search.html")
+    assert (ext.PDF_STUDENT, ext.PDF_INSTRUCTORS) == (build_pdf.STUDENT_PDF, build_pdf.INSTRUCTORS_PDF)

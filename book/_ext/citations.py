@@ -8,6 +8,10 @@ This extension registers the formatting style ``author_year_labels`` (``bibtex_d
 the text cites them (one author: "Bloem, 2019"; two: "Zhang and Sennrich, 2019"; more:
 "Vaswani et al., 2017"). Two entries with the same label would be ambiguous in the text as well,
 so the build warns (and, with ``-W``, fails) instead of inventing "2019a".
+
+The list is sorted as a reader looks a label up: by the label's names as printed (TeX braces and
+accents resolved, case ignored), then year, all the authors' names and title. pybtex's own ``author_year_title`` sorted
+``{OpenAI}`` by its raw text, and "{" comes after every letter: "OpenAI, 2019" came after Zhang.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from pybtex.plugin import register_plugin
 from pybtex.richtext import Text
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
+from pybtex.style.sorting import BaseSortingStyle
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
@@ -56,9 +61,34 @@ class AuthorYearLabelStyle(BaseLabelStyle):
         yield from labels
 
 
+def _plain(latex: str) -> str:
+    return Text.from_latex(latex).render_as("text")
+
+
+def sorting_key(entry) -> tuple:
+    """(the label's names, year, every name, title), as printed and in lower case: the list reads
+    in the order of its labels ("Vaswani et al., 2017" before "Vaswani et al., 2018")."""
+    label = author_year_label(entry)
+    label_names = label.rsplit(", ", 1)[0]
+    persons = entry.persons.get("author") or entry.persons.get("editor") or []
+    names = []
+    for person in persons:
+        last = _last_name(person)
+        first = " ".join(_plain(str(n)) for n in person.first_names + person.middle_names)
+        names.append(f"{last}  {first}".strip())
+    who = "   ".join(names) if names else _plain(entry.fields.get("title", entry.key))
+    year = entry.fields.get("year", "")
+    return (label_names.casefold(), year, who.casefold(), _plain(entry.fields.get("title", "")).casefold())
+
+
+class AuthorYearSortingStyle(BaseSortingStyle):
+    def sorting_key(self, entry):
+        return sorting_key(entry)
+
+
 class AuthorYearStyle(UnsrtStyle):
     default_label_style = AuthorYearLabelStyle
-    default_sorting_style = "author_year_title"
+    default_sorting_style = AuthorYearSortingStyle
 
 
 def setup(app):
