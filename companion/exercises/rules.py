@@ -81,7 +81,21 @@ _PREFIXES = ("torch.Tensor.", "torch.nn.functional.", "torch.functional.", "torc
              "torch._C._linalg.", "torch._C._special.", "torch._C._VariableFunctions.", "torch._C.", "torch.")
 
 
+_CANONICAL: dict = {}
+
+
 def canonical(func: Any) -> str:
+    """:func:`_canonical`, cached per function (a loop of the student's calls it thousands of times)."""
+    try:
+        return _CANONICAL[func]
+    except KeyError:
+        name = _CANONICAL[func] = _canonical(func)
+        return name
+    except TypeError:  # an unhashable callable
+        return _canonical(func)
+
+
+def _canonical(func: Any) -> str:
     """The stable name under which a torch function, method or operator is recorded.
 
     ``torch.softmax``, ``Tensor.softmax``, ``F.softmax`` -> ``"softmax"``; ``a @ b`` and
@@ -175,9 +189,14 @@ class _Recorder(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self.calls: set[str] = set()
+        self.naming = False  # True while canonical() runs: its own calls are not the student's
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.calls.add(canonical(func))
+        self.naming = True
+        try:
+            self.calls.add(canonical(func))
+        finally:
+            self.naming = False
         return func(*args, **(kwargs or {}))
 
 
@@ -204,6 +223,8 @@ def observe(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Obs
     modules: set[str] = set()
 
     def profile(frame, event, arg):
+        if recorder.naming:
+            return
         if event == "call":
             name = frame.f_globals.get("__name__")
             if isinstance(name, str):
