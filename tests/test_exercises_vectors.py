@@ -86,7 +86,7 @@ def _through_a_helper(a, b):
 def _no_loop(a, b):
     if len(a) != len(b):
         raise ValueError("lengths differ")
-    return a[0] * b[0] + (_no_loop(a[1:], b[1:]) if len(a) > 1 else 0)
+    return a[0] * b[0] + _no_loop(a[1:], b[1:]) if a else 0
 
 
 _TABLE = {(1, 2, 3, 4, 5, 6): 32, (3, 5, -2, 4): 14, (1, 2, 3, 4, -4, 0, 2, 5): 22}

@@ -149,6 +149,14 @@ def attention(my_attention) -> None:
                 hint(message)
         hint(f"the output does not match softmax(Q K^T / sqrt(d_k)) V: {first_difference(got, expected)}.",
              generic=True)
+    with watch() as seen:
+        my_attention(Q.clone(), K.clone(), V.clone())
+    shortcuts = seen.called("scaled_dot_product_attention", "multi_head_attention_forward",
+                            "_scaled_dot_product_attention")
+    if shortcuts:
+        hint(f"the values are right, but your function calls {library(shortcuts[0])}, the very thing the "
+             "exercise asks you to write: compute the scores, the softmax (torch.softmax or your my_softmax) "
+             "and the weighted sum yourself.")
     passed("softmax(Q K^T / sqrt(d_k)) V: one weighted average of the value rows per query.")
 
 

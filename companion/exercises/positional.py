@@ -170,6 +170,11 @@ def score_terms(my_score_terms) -> None:
     content-position, position-content, position-position) whose sum is ``q_i . k_j``."""
     for seed, d, d_k in ((5, 6, 4), (15, 3, 7), (25, 16, 1)):
         score = _check_score_terms(my_score_terms, torch.Generator().manual_seed(seed), d, d_k)
+    x = torch.ones(2, dtype=torch.float64)
+    terms = my_score_terms(x, x, x, x, torch.eye(2, dtype=torch.float64), torch.eye(2, dtype=torch.float64))
+    if not isinstance(terms, tuple):
+        hint(f"the values are right, but return a tuple of the four terms, (cc, cp, pc, pp), as the exercise asks; "
+             f"you returned {describe(terms)}.")
     passed(f"the four terms add up to q_i . k_j = {score:.4f}; only the last one depends on positions alone.")
 
 

@@ -31,6 +31,7 @@ def _random_dot_cases(seed: int = 11):
     a = [round(rng.uniform(-3, 3), 3) for _ in range(6)]
     b = [round(rng.uniform(-3, 3), 3) for _ in range(6)]
     cases.append((a, b, math.fsum(x * y for x, y in zip(a, b))))
+    cases.append(([], [], 0))  # two empty vectors: a sum of no products is 0
     return cases
 
 
