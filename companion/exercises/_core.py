@@ -118,7 +118,8 @@ def uses_companion(seen: rules.Seen, facts: rules.SourceFacts, *modules: str) ->
     wanted = modules or ("companion",)
     found = {m for m in seen.modules | facts.modules if m.startswith("companion")
              and not m.startswith("companion.exercises") and any(m == w or m.startswith(w + ".") for w in wanted)}
-    return sorted(found)
+    helpers = {"companion", "companion.validation", "companion._compat"}  # reached through the others
+    return sorted(found - helpers) or sorted(found)
 
 
 def library(name: str) -> str:

@@ -75,7 +75,8 @@ def layer_norm(my_layer_norm) -> None:
             hint("use the biased variance (divide by d, `unbiased=False`), as LayerNorm does; "
                  "`torch.var` divides by d - 1 by default.")
         if eps > 0.1 and close(out, _normalize(x, -1, 0.0) * w + b):
-            hint("`eps` is missing: divide by sqrt(var + eps). It keeps a row of equal values from a division by 0.")
+            hint(f"`eps` is missing (or fixed to a tiny number): divide by sqrt(var + eps) with the `eps` you are given "
+                 f"(here {eps}). It keeps a row of equal values from a division by 0.")
         if close(out, (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, unbiased=False) + eps) * w + b):
             hint("divide by the standard deviation, sqrt(var + eps), not by the variance.")
         if close(out, _normalize(x, -1, eps)):
@@ -113,7 +114,8 @@ def batch_norm(my_batch_norm) -> None:
         if close(out, _normalize(x, 0, eps, unbiased=True)):
             hint("normalize with the biased variance (divide by n, `unbiased=False`), as BatchNorm does in training.")
         if eps > 0.1 and close(out, _normalize(x, 0, 0.0)):
-            hint("`eps` is missing: divide by sqrt(var + eps).")
+            hint(f"`eps` is missing (or fixed to a tiny number): divide by sqrt(var + eps) with the `eps` you are "
+                 f"given (here {eps}).")
         if close(out, (x - x.mean(0, keepdim=True)) / (x.var(0, keepdim=True, unbiased=False) + eps)):
             hint("divide by the standard deviation, sqrt(var + eps), not by the variance.")
         if close(out, x - x.mean(0, keepdim=True)):
@@ -151,7 +153,8 @@ def rms_norm(my_rms_norm) -> None:
                 out, x / torch.sqrt(x.mean(-1, keepdim=True).pow(2) + eps) * w):
             hint("square first, then average: mean(x**2), the mean of the squares (not the square of the mean).")
         if eps > 0.1 and close(out, x / torch.sqrt(ms) * w):
-            hint("`eps` is missing: divide by sqrt(mean(x**2) + eps).")
+            hint(f"`eps` is missing (or fixed to a tiny number): divide by sqrt(mean(x**2) + eps) with the `eps` "
+                 f"you are given (here {eps}).")
         hint("the values differ from x / sqrt(mean(x**2 over the row) + eps) * weight: "
              f"{first_difference(out, right)}.", generic=True)
     passed("RMSNorm rescales each token without centring it.")

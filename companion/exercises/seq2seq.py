@@ -184,6 +184,10 @@ def masked_cross_attention(my_cross_attention) -> None:
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         hint(f"return a pair `(out, weights)` (got {type(got).__name__}).")
     out, w = got
+    if (isinstance(out, torch.Tensor) and isinstance(w, torch.Tensor) and tuple(out.shape) == (B, T, S)
+            and tuple(w.shape) == (B, T, d) and S != d):
+        hint("the pair is the other way round: return `(out, weights)`, the output (B, T, d) first, then the "
+             "weights (B, T, S).")
     for name, t, shape in (("weights", w, (B, T, S)), ("out", out, (B, T, d))):
         if not isinstance(t, torch.Tensor):
             hint(f"`{name}` must be a tensor (got {type(t).__name__}).")

@@ -78,6 +78,9 @@ def dot_by_hand(my_dot) -> None:
             if len(a) > 1 and (math.isclose(value, sum(x * y for x, y in zip(a[:-1], b[:-1])))
                                or math.isclose(value, sum(x * y for x, y in zip(a[1:], b[1:])))):
                 hint("your loop skips one position: use every index, range(len(a)).")
+            if math.isclose(value, abs(expected)) and expected < 0:
+                hint("you returned the absolute value: a dot product is negative when the vectors point in "
+                     "opposite directions; return the sum of the products as it is.")
             if math.isclose(value, -expected) and expected != 0:
                 hint("the sign is flipped: add the products a_i * b_i, do not subtract them.")
             hint(f"my_dot({a}, {b}) returned {value:g}, expected {expected:g}.", generic=True)
@@ -217,6 +220,23 @@ def all_pairs(my_all_scores) -> None:
     hint(f"S[i, j] should be Q[i] · K[j]: {first_difference(got, expected, 'S')}.", generic=True)
 
 
+def _fixed_scale(fn, got, raw, d, gen):
+    """The constant c when ``got`` is ``raw / c`` and the function divides by the same c for
+    another width too (a number written into the code), else None."""
+    try:
+        c = float((raw * raw).sum() / (raw * got.to(raw.dtype)).sum())
+    except Exception:  # noqa: BLE001 - a shape or dtype that does not compare: not this mistake
+        return None
+    if not math.isfinite(c) or c == 0 or not close(got, raw / c):
+        return None
+    d2 = 7 if d != 7 else 5
+    Q, K = torch.randn(3, d2, generator=gen, dtype=raw.dtype), torch.randn(2, d2, generator=gen, dtype=raw.dtype)
+    other = fn(Q.clone(), K.clone())
+    if isinstance(other, torch.Tensor) and close(other, (Q @ K.T) / c):
+        return c
+    return None
+
+
 @checker("Exercise 1.4")
 def scaled_scores(my_scaled_scores) -> None:
     """``my_scaled_scores(Q, K)``: ``Q Kᵀ / sqrt(d)`` where d is the width of each query/key."""
@@ -232,6 +252,10 @@ def scaled_scores(my_scaled_scores) -> None:
             continue
         if close(got, raw):
             hint("these are the raw scores: divide by sqrt(d).")
+        scale = _fixed_scale(my_scaled_scores, got, raw, d, gen)
+        if scale is not None:
+            hint(f"you divided by {scale:.4g} whatever the width: compute the scale from the input, "
+                 f"math.sqrt(Q.shape[-1]), not from the example's numbers (for d = {d} it is {math.sqrt(d):.4g}).")
         if close(got, raw / d):
             hint("you divided by d; the variance of q · k grows like d, so its spread (standard deviation) "
                  "grows like sqrt(d): divide by sqrt(d).")
