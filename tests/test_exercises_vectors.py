@@ -101,7 +101,7 @@ def _lookup(a, b):
 def test_dot_by_hand_rules():
     assert "without NumPy or PyTorch" in check.dot_by_hand(_numpy_dot).message
     assert "without NumPy or PyTorch" in check.dot_by_hand(_through_a_helper).message
-    assert "asks for a loop" in check.dot_by_hand(_no_loop).message
+    assert check.dot_by_hand(_no_loop).passed  # recursion is a loop in disguise, as is map()
     assert not check.dot_by_hand(_lookup).passed
     fb = check.dot_by_hand(lambda a, b: 10**400)
     assert fb.status == "hint" and "too large" in fb.message

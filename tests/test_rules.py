@@ -249,3 +249,9 @@ def test_called_with_a_prefix():
     with watch() as seen:
         _core._guard(lambda x: torch.linalg.vector_norm(x) + torch.linalg.norm(x))(X)
     assert seen.called("linalg.") == ["linalg.norm", "linalg.vector_norm"]
+
+
+def test_torch_ops_calls_are_seen():
+    assert "_softmax" in _calls(lambda x: torch.ops.aten._softmax(x, -1, False), X)
+    assert "_softmax" in _calls(lambda x: torch.ops.aten._softmax.default(x, -1, False), X)
+    assert "softmax" in _calls(lambda x: torch.ops.aten.softmax.int(x, -1), X)

@@ -11,7 +11,7 @@ import torch
 
 import torch.nn.functional as F
 
-from ._core import as_count, checker, close, first_difference, hint, passed, require_tensor
+from ._core import require_graph, as_count, checker, close, first_difference, hint, passed, require_tensor
 
 __all__ = ["feed_forward", "pre_norm_block", "block_params"]
 
@@ -43,6 +43,7 @@ def feed_forward(my_feed_forward) -> None:
                     hint("the ReLU has no upper bound: max(0, h), not ReLU6's min(max(0, h), 6).")
                 hint(f"right on the first example, but not for x of shape {(n, d)} and d_ff = {d_ff} ({dtype}): "
                      f"{first_difference(out, right)}.", generic=True)
+        require_graph(my_feed_forward, (x, W1, b1, W2, b2))
         passed("two linear layers with a ReLU between them, applied to every token alike.")
     mistakes = [
         ((x @ W1 + b1) @ W2 + b2, "the ReLU between the two layers is missing: without it the two layers "
@@ -101,6 +102,7 @@ def pre_norm_block(my_pre_norm_block) -> None:
     h = x + attn(n1(x))
     right = h + ff(n2(h))
     if close(out, right):
+        require_graph(my_pre_norm_block, (x, attn, ff, n1, n2), grad=(0,))
         passed("normalize, transform, add: the input passes to the output unchanged along the residual path.")
     post_h = n1(x + attn(x))
     if close(out, n2(post_h + ff(post_h))):

@@ -77,7 +77,10 @@ def greedy_step(my_greedy_step) -> None:
         hint("three calls on the same ids appended different tokens: your step samples. Greedy decoding "
              "is deterministic: take the most probable token, `logits[:, -1].argmax(dim=-1)`.")
     got = outs[0]
-    if torch.equal(got, expected):
+    if torch.equal(got.long(), expected):
+        if got.dtype != ids.dtype:
+            hint(f"the tokens are right, but the result has dtype {got.dtype}: keep the ids' dtype, {ids.dtype} "
+                 "(a LongTensor: the model's embedding indexes with it). torch.cat of ids and argmax gives one.")
         passed("the next token is the argmax of the last position's logits, for every row.")
     if not torch.equal(got[:, :-1], ids):
         hint("the first T columns must be the input `ids`, unchanged.")

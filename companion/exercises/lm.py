@@ -6,7 +6,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._core import as_number, checker, close, describe, first_difference, hint, passed, require_tensor, source_facts
+from ._core import require_graph, as_number, checker, close, describe, first_difference, hint, passed, require_tensor, source_facts
 from .rules import watch
 
 #: Exercises 7.1 and 10.2 ask for the loss by hand; the check compares with this library call
@@ -83,6 +83,7 @@ def cross_entropy(my_cross_entropy) -> None:
         if seen.called(*_LIBRARY_CROSS_ENTROPY):
             hint("your function calls F.cross_entropy, which the check compares with: compute the loss "
                  "yourself, -log_softmax(logits)[target] averaged over all positions.")
+        require_graph(my_cross_entropy, (logits, targets), grad=(0,))
         passed(f"{float(got.reshape(())):.4f} nats, the same as torch.nn.functional.cross_entropy.")
     if got.numel() == 0:
         hint(f"return one number, the mean over positions (got an empty tensor of shape {tuple(got.shape)}).")
@@ -421,6 +422,7 @@ def gpt_forward(my_gpt_forward) -> None:
         hint("return only the logits (B, T, V), not a tuple.")
     got = require_tensor(got, "the logits, a tensor of shape (B, T, V)")
     if close(got, expected, rtol=1e-4, atol=1e-5):
+        require_graph(my_gpt_forward, (model, idx), grad=())
         passed("token + position embeddings, the causal blocks in order, the final norm, the head: the "
                "GPT's forward pass, equal to model(idx).")
     if close(got, expected.softmax(-1), rtol=1e-4, atol=1e-5):

@@ -21,7 +21,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._core import checker, close, hint, passed
+from ._core import require_graph, checker, close, hint, passed
 from .rules import watch
 
 __all__ = ["mask_tokens", "mlm_loss", "pad_batch", "N_CHARS", "PAD_ID", "MASK_ID", "CLS_ID"]
@@ -212,6 +212,11 @@ def mask_tokens(my_mask_tokens) -> None:
     if not same:
         hint("the same seed gave other masks: make every draw with the `generator` you are given "
              "(torch.rand(..., generator=generator)), so that a run can be repeated.")
+    other = my_mask_tokens(ids.clone(), N_CHARS, MASK_ID, torch.Generator().manual_seed(11))
+    if (isinstance(other, (tuple, list)) and len(other) == 2 and isinstance(other[1], torch.Tensor)
+            and other[1].shape == labels.shape and torch.equal(other[1].long(), labels)):
+        hint("two different seeds gave the same masks: draw from the `generator` you are given as it is; "
+             "do not create your own or re-seed it (generator.manual_seed(...) inside your function).")
     for name, t in (("inputs", out[0]), ("labels", out[1])):
         if t.dtype != ids.dtype:
             hint(f"the shares are right, but `{name}` has dtype {t.dtype}: keep the dtype of `ids`, "
@@ -299,6 +304,7 @@ def mlm_loss(my_mlm_loss) -> None:
                      "maximum (torch.log_softmax does), not one maximum for the whole tensor.")
             hint(f"for {what} the loss should be {float(right):.4f}, yours is {float(again.reshape(())):.4f}.",
                  generic=True)
+        require_graph(my_mlm_loss, (logits, labels), grad=(0,))
         passed(f"{float(value):.4f} nats: the mean over the 5 scored positions.")
     mistakes = [
         (-picked.mean(), "you averaged over every position: the positions labelled -100 are not scored; "

@@ -11,7 +11,7 @@ import torch
 
 import torch.nn.functional as F
 
-from ._core import (checker, close, first_difference, hint, library, passed, require_tensor, source_facts,
+from ._core import (require_graph, checker, close, first_difference, hint, library, passed, require_tensor, source_facts,
                     uses_companion)
 from .rules import watch
 
@@ -91,6 +91,7 @@ def layer_norm(my_layer_norm) -> None:
             hint("you centred each row but did not divide by its standard deviation sqrt(var + eps).")
         hint("the values differ from (x - mean) / sqrt(var + eps) * weight + bias, with mean and var over "
              f"each row: {first_difference(out, right)}.", generic=True)
+    require_graph(my_layer_norm, (*_inputs(3), 1e-5))
     passed("each token is normalized over its own features, with eps inside the square root.")
 
 
@@ -122,6 +123,7 @@ def batch_norm(my_batch_norm) -> None:
             hint("you centred each column but did not divide by its standard deviation sqrt(var + eps).")
         hint("the values differ from (x - mean) / sqrt(var + eps) with mean and var of each column: "
              f"{first_difference(out, right)}.", generic=True)
+    require_graph(my_batch_norm, (_inputs(3)[0], 1e-5))
     passed("each feature is normalized over the batch; compare with the LayerNorm rows above.")
 
 
@@ -157,4 +159,5 @@ def rms_norm(my_rms_norm) -> None:
                  f"you are given (here {eps}).")
         hint("the values differ from x / sqrt(mean(x**2 over the row) + eps) * weight: "
              f"{first_difference(out, right)}.", generic=True)
+    require_graph(my_rms_norm, (*_inputs(3)[:2], 1e-5))
     passed("RMSNorm rescales each token without centring it.")

@@ -341,6 +341,10 @@ def rotate_pair(my_rotate_pair) -> None:
         if not torch.equal(x, torch.tensor([x0, x1], dtype=torch.float64)):
             hint("your function changed x in place: return a new tensor and leave x as it was (RoPE "
                  "turns the same query for many positions).")
+        if isinstance(out, torch.Tensor) and out.numel() and out.untyped_storage().data_ptr() == \
+                x.untyped_storage().data_ptr():
+            hint("your function returned x itself (or a view of it) for this pair: return a NEW tensor, so that "
+                 "changing the result never changes x (torch.stack([...]) or x.clone()).")
         values, problem = _as_pair(out)
         right = _turn(x0, x1, position * theta)
         if problem:

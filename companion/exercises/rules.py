@@ -213,6 +213,20 @@ def _module_of_builtin(fn: Any) -> str | None:
     return module if isinstance(module, str) else None
 
 
+def _aten_name(op: Any) -> str | None:
+    """The canonical name of a ``torch.ops`` operator (``aten::_softmax`` and its ``.default``
+    overload are ``"_softmax"``), so that the rules see it as they see ``torch._softmax``."""
+    try:
+        name = getattr(op, "_qualified_op_name", None) or getattr(op, "__name__", None)
+        if not isinstance(name, str):
+            return None
+        name = name.split("::")[-1].split(".")[0]
+        name = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+        return _ALIASES.get(name, name) or None
+    except Exception:  # noqa: BLE001 - a name is never worth a crash
+        return None
+
+
 def observe(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Observation]:
     """Call ``fn(*args, **kwargs)`` while recording its torch calls and the modules of the
     functions it calls: ``(result, Observation)``.
@@ -229,6 +243,10 @@ def observe(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Obs
             name = frame.f_globals.get("__name__")
             if isinstance(name, str):
                 modules.add(name)
+                if name == "torch._ops" and frame.f_code.co_name == "__call__":
+                    op = _aten_name(frame.f_locals.get("self"))  # torch.ops.aten.softmax(...): no mode sees it
+                    if op:
+                        recorder.calls.add(op)
         elif event == "c_call" and arg is not sys.setprofile:
             name = _module_of_builtin(arg)
             if name:

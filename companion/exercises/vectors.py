@@ -1,13 +1,14 @@
 """Checkers for the exercises of chapter 1 (dot products)."""
 from __future__ import annotations
 
+import inspect
 import math
 import random
 
 import numpy as np
 import torch
 
-from ._core import (attempt, checker, close, describe, first_difference, hint, passed, require_tensor, safe_float,
+from ._core import (require_graph, attempt, checker, close, describe, first_difference, hint, passed, require_tensor, safe_float,
                     source_facts, uses_numpy, uses_torch)
 from .rules import watch
 
@@ -87,7 +88,9 @@ def dot_by_hand(my_dot) -> None:
     if uses_numpy(seen, facts) or uses_torch(seen, facts):
         used = sorted(seen.torch_calls)[:3]
         _plain_python(f" (you called {', '.join(used)})" if used else "")
-    if facts.parsed and not facts.loops:
+    name = getattr(inspect.unwrap(my_dot), "__name__", "")
+    in_disguise = {"map", "starmap", "reduce", "accumulate", name} & facts.names  # a map, a fold, or recursion
+    if facts.parsed and not facts.loops and not in_disguise:
         hint("the values are right, but the exercise asks for a loop: for a_i, b_i in zip(a, b): "
              "total += a_i * b_i (or the same as a generator inside sum()).")
     for a, b in (([1, 2, 3], [1, 2]), ([4], [1, 2, 3]), ([], [5])):
@@ -116,6 +119,7 @@ def _cosine_cases():
         cases.append((a, b))
     a = torch.randn(5, generator=g, dtype=torch.float64)
     cases.append((a, -2.5 * a))  # opposite directions: exactly -1
+    cases.append((torch.tensor([2.0, 0.0]), torch.tensor([0.0, 3.0])))  # orthogonal: exactly 0
     return cases
 
 
@@ -171,6 +175,7 @@ def cosine(my_cosine) -> None:
         used = ", ".join(shortcuts) if shortcuts else "NumPy"
         hint(f"the values are right, but the exercise allows only @ (or torch.dot) and torch.sqrt, and "
              f"you used {used}: the length of a is torch.sqrt(a @ a).")
+    require_graph(my_cosine, (torch.tensor([3.0, 5.0]), torch.tensor([-2.0, 4.0])))
     passed("cosine similarity is the dot product of the two directions (unit vectors).")
 
 
@@ -205,6 +210,7 @@ def all_pairs(my_all_scores) -> None:
             kind = sorted(facts.loops)[0] if facts.loops else "map"
             hint(f"the values are right, but the exercise asks for no Python loop (your code has a {kind}): "
                  "one matrix product, Q @ K.T, computes every score at once.")
+        require_graph(my_all_scores, (Q, K))
         passed("S = Q Kᵀ holds every score S[i, j] = q_i · k_j, computed in one matrix product.")
     if close(got, expected.T):
         hint("you computed K Qᵀ, the transpose: rows must be queries and columns keys, S = Q Kᵀ.")
@@ -275,4 +281,5 @@ def scaled_scores(my_scaled_scores) -> None:
                  generic=True)
         hint(f"expected Q @ K.T / sqrt(d) with d = Q.shape[-1] = {d}: {first_difference(got, right, 'S')}.",
              generic=True)
+    require_graph(my_scaled_scores, (torch.randn(3, 4), torch.randn(2, 4)))
     passed("dividing by sqrt(d) brings the variance of the scores back to about 1, whatever d.")
