@@ -97,4 +97,4 @@ EXERCISES = [
     Exercise(check.block_params, my_block_params, BLOCK_PARAMS),
 ]
 
-test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

@@ -47,6 +47,14 @@ def _is_number(x) -> bool:
     return False
 
 
+def _skips(my_dot) -> bool:
+    """True when my_dot also skips the first or the last position on another pair (not a coincidence)."""
+    a, b = [2, -1, 3, 5], [4, 6, -2, 1]
+    got = safe_float(my_dot(list(a), list(b)))
+    return got is not None and got in (sum(x * y for x, y in zip(a[:-1], b[:-1])),
+                                       sum(x * y for x, y in zip(a[1:], b[1:])))
+
+
 def _plain_python(used: str = "") -> None:
     hint("write the dot product with a plain Python loop over the two lists, without NumPy or "
          f"PyTorch{used}: add up a[i] * b[i] for every position i.")
@@ -77,7 +85,7 @@ def dot_by_hand(my_dot) -> None:
             if math.isclose(value, sum(a) + sum(b)):
                 hint("you added all the numbers; multiply a_i by b_i at each position, then add the products.")
             if len(a) > 1 and (math.isclose(value, sum(x * y for x, y in zip(a[:-1], b[:-1])))
-                               or math.isclose(value, sum(x * y for x, y in zip(a[1:], b[1:])))):
+                               or math.isclose(value, sum(x * y for x, y in zip(a[1:], b[1:])))) and _skips(my_dot):
                 hint("your loop skips one position: use every index, range(len(a)).")
             if math.isclose(value, abs(expected)) and expected < 0:
                 hint("you returned the absolute value: a dot product is negative when the vectors point in "
