@@ -13,6 +13,7 @@ import math
 import torch
 
 from ._core import checker, close, describe, first_difference, hint, passed, source_facts, uses_companion
+from . import rules
 from .rules import watch
 
 __all__ = ["sinusoidal", "shift_block", "score_terms"]
@@ -341,7 +342,8 @@ def rotate_pair(my_rotate_pair) -> None:
         if not torch.equal(x, torch.tensor([x0, x1], dtype=torch.float64)):
             hint("your function changed x in place: return a new tensor and leave x as it was (RoPE "
                  "turns the same query for many positions).")
-        if isinstance(out, torch.Tensor) and out.numel() and out.untyped_storage().data_ptr() == \
+        if not rules.is_remote(my_rotate_pair) and isinstance(out, torch.Tensor) and out.numel() and \
+                out.untyped_storage().data_ptr() == \
                 x.untyped_storage().data_ptr():
             hint("your function returned x itself (or a view of it) for this pair: return a NEW tensor, so that "
                  "changing the result never changes x (torch.stack([...]) or x.clone()).")
