@@ -109,8 +109,7 @@ def dot_by_hand(my_dot) -> None:
         if not isinstance(error, ValueError):
             hint(f"vectors of different lengths should raise ValueError; yours raised {type(error).__name__}. "
                  "Check the lengths first: if len(a) != len(b): raise ValueError(...).")
-    passed("the three examples (32, 14 and 22) and random vectors are right, and vectors of different "
-           "lengths are refused.")
+    passed("all three examples (32, 14 and 22) are right, and vectors of different lengths are refused.")
 
 
 def _cosine_cases():
