@@ -302,6 +302,10 @@ def top_k_filter(my_top_k) -> None:
         if torch.equal(got, logits.masked_fill(logits < kth, 0.0)):
             hint("you set the other logits to 0, but exp(0) = 1: those tokens still get probability. Use `float('-inf')`.")
         finite = torch.isfinite(got) & torch.isfinite(expected)
+        if (not got.is_complex() and bool(torch.isnan(got).any()) and bool(torch.isfinite(got[finite]).all())
+                and torch.equal(got[finite], expected[finite])):
+            hint("you filled the other logits with NaN: a softmax over a row with NaN is NaN everywhere. Use "
+                 "`float('-inf')`, which gives them probability exactly 0.")
         if bool((torch.isfinite(expected) == (got > -1e3)).all()) and torch.equal(got[finite], expected[finite]) and k < 8:
             hint("use `float('-inf')` for the removed logits, not a large negative number: only -inf gives "
                  "them probability exactly 0 whatever the other logits are.")
