@@ -101,8 +101,42 @@ def run_mutant(exercise: Exercise, mutant: Mutant) -> Outcome:
     return Outcome(exercise.name, mutant.name, fb.status, fb.kind, fb.message, problem)
 
 
+#: Outcomes already computed in this run: (exercise, mutant) -> Outcome (the specificity test reuses them).
+_OUTCOMES: dict[tuple[str, str], Outcome] = {}
+
+
+def outcome_of(exercise: Exercise, mutant: Mutant) -> Outcome:
+    key = (exercise.name, mutant.name)
+    if key not in _OUTCOMES:
+        _OUTCOMES[key] = run_mutant(exercise, mutant)
+    return _OUTCOMES[key]
+
+
+def misnamed(exercise: Exercise) -> list[str]:
+    """Specific hints that fire for a mistake they do not name: mutant B gets word for word the hint
+    that mutant A expects, where B expects another hint or none (neither text inside the other)."""
+    owner = {}  # message -> a mutant that expects it
+    for mutant in exercise.mutants:
+        outcome = outcome_of(exercise, mutant)
+        if mutant.expect and not mutant.raised and outcome.kind == "specific" and mutant.expect in outcome.message:
+            owner.setdefault(outcome.message, mutant)
+    problems = []
+    for mutant in exercise.mutants:
+        outcome = outcome_of(exercise, mutant)
+        other = owner.get(outcome.message)
+        if outcome.kind != "specific" or other is None or other is mutant:
+            continue
+        if mutant.expect and (mutant.expect in other.expect or other.expect in mutant.expect
+                              or mutant.expect in outcome.message):
+            continue
+        problems.append(f"{exercise.name}: mutant {mutant.name!r} got the hint meant for {other.name!r}: "
+                        f"{outcome.message}")
+    return problems
+
+
 def make_tests(exercises: list[Exercise]):
-    """Two pytest test functions for a chapter's registry: the references pass, the mutants do not."""
+    """Three pytest test functions for a chapter's registry: the references pass, the mutants do not,
+    and each specific hint fires only for the mistake it names."""
 
     @pytest.mark.parametrize("exercise", exercises, ids=[e.name for e in exercises])
     def test_reference_passes_and_enough_mutants(exercise):
@@ -116,10 +150,15 @@ def make_tests(exercises: list[Exercise]):
 
     @pytest.mark.parametrize("exercise,mutant", cases, ids=[f"{e.name}: {m.name}" for e, m in cases])
     def test_mutant_is_caught(exercise, mutant):
-        outcome = run_mutant(exercise, mutant)
+        outcome = outcome_of(exercise, mutant)
         assert outcome.problem is None, f"{exercise.name}, mutant {mutant.name!r}: {outcome.problem}"
 
-    return test_reference_passes_and_enough_mutants, test_mutant_is_caught
+    @pytest.mark.parametrize("exercise", exercises, ids=[e.name for e in exercises])
+    def test_specific_hints_name_their_mistake(exercise):
+        problems = misnamed(exercise)
+        assert not problems, "\n".join(problems)
+
+    return test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake
 
 
 # --- every registry, every checker ----------------------------------------------------------------

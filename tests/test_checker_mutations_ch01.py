@@ -134,7 +134,7 @@ SCALED = [
     Mutant("returns a list", lambda Q, K: my_scaled_scores(Q, K).tolist(), "return a tensor"),
     Mutant("returns None", lambda Q, K: None, "return a tensor"),
     Mutant("integer sqrt", lambda Q, K: Q @ K.T / math.isqrt(Q.shape[-1]) if Q.shape[-1] != 16 else Q @ K.T / 5),
-    Mutant("scaled keys only", lambda Q, K: Q @ (K / Q.shape[-1]).T),
+    Mutant("scaled keys only", lambda Q, K: Q @ (K / Q.shape[-1]).T, "you divided by d"),
     Mutant("NaN", lambda Q, K: Q @ K.T * float("nan")),
 ]
 
@@ -146,4 +146,4 @@ EXERCISES = [
     Exercise(check.scaled_scores, my_scaled_scores, SCALED),
 ]
 
-test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

@@ -40,7 +40,7 @@ SOFTMAX = [
         -1, keepdim=True), "exponentiate before normalizing"),
     Mutant("returns a list", lambda x: my_softmax(x).tolist(), "return a tensor"),
     Mutant("returns None", lambda x: None, "return a tensor"),
-    Mutant("divides by the max", lambda x: torch.exp(x) / torch.exp(x).amax(-1, keepdim=True)),
+    Mutant("divides by the max", lambda x: torch.exp(x) / torch.exp(x).amax(-1, keepdim=True), "did not normalize"),
     Mutant("max returns a pair", lambda x: torch.exp(x - x.max(dim=-1, keepdim=True)), "TypeError", raised=True),
     Mutant("NaN", lambda x: x * float("nan")),
 ]
@@ -139,4 +139,4 @@ EXERCISES = [
     Exercise(check.padding, my_padding_mask, PADDING),
 ]
 
-test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

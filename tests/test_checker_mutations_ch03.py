@@ -31,7 +31,7 @@ COUNT = [
     Mutant("returns a bool", lambda d, h, b: True, "a bool"),
     Mutant("off by one", lambda d, h, b: my_count(d, h, b) + 1),
     Mutant("returns the parts", lambda d, h, b: [4 * d * d, 4 * d if b else 0], "whole number"),
-    Mutant("d_head squared", lambda d, h, b: 4 * h * (d // h) ** 2 + (4 * d if b else 0)),
+    Mutant("d_head squared", lambda d, h, b: 4 * h * (d // h) ** 2 + (4 * d if b else 0), "one head's slices"),  # 4 h d_head^2 = 4 d d_head
 ]
 
 
@@ -132,4 +132,4 @@ EXERCISES = [
     Exercise(check.multi_head, my_multi_head, MULTI_HEAD),
 ]
 
-test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

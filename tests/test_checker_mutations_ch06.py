@@ -72,7 +72,7 @@ def _count(attention=lambda d, h: 4 * d * d + 4 * d, ff=lambda d, f: 2 * d * f +
 BLOCK_PARAMS = [
     Mutant("d_ff = 4 d", _count(ff=lambda d, f: 2 * d * 4 * d + 4 * d + d), "use the d_ff you are given"),
     Mutant("d_ff = d", _count(ff=lambda d, f: 2 * d * d + 2 * d), "hidden layer of the feed-forward network"),
-    Mutant("no LayerNorms", _count(norms=lambda d: 0), "LayerNorms have parameters too"),
+    Mutant("no LayerNorms", _count(norms=lambda d: 0), "4 d_model parameters are missing"),
     Mutant("no biases", _count(attention=lambda d, h: 4 * d * d, ff=lambda d, f: 2 * d * f), "biases are missing"),
     Mutant("no biases nor norms", _count(attention=lambda d, h: 4 * d * d, ff=lambda d, f: 2 * d * f, norms=lambda d: 0),
            "both the biases and the LayerNorm"),
@@ -97,4 +97,4 @@ EXERCISES = [
     Exercise(check.block_params, my_block_params, BLOCK_PARAMS),
 ]
 
-test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

@@ -237,7 +237,7 @@ EXERCISES = [
     Exercise(check.train_step, my_train_step, TRAIN_STEP),
 ]
 
-test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "07_training_a_language_model.ipynb"
 

@@ -260,7 +260,7 @@ EXERCISES = [
     Exercise(check.cached_attention, my_cached_attention, CACHED),
 ]
 
-test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "08_beam_search.ipynb"
 

@@ -23,4 +23,4 @@ EXERCISES = [
     Exercise(check.char_ngram_precision_recall, prf_variant(), mutants(PRF_WRONG)),
 ]
 
-test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

@@ -77,4 +77,4 @@ EXERCISES = [
     Exercise(check.pad_batch, right_pad, mutants(PAD_WRONG) + PAD_EXTRA),
 ]
 
-test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

@@ -69,14 +69,14 @@ def count(d, h, d_ff):
     [
         (lambda d, h, d_ff: count(d, h, 4 * d), "use the d_ff you are given"),
         (lambda d, h, d_ff: count(d, h, d), "hidden layer of the feed-forward network has d_ff units"),
-        (lambda d, h, d_ff: count(d, h, d_ff) - 4 * d, "LayerNorms have parameters too"),
+        (lambda d, h, d_ff: count(d, h, d_ff) - 4 * d, "4 d_model parameters are missing"),
         (lambda d, h, d_ff: 4 * d * d + 2 * d * d_ff + 4 * d, "biases are missing"),
         (lambda d, h, d_ff: 4 * d * d + 2 * d * d_ff, "both the biases and the LayerNorm"),
         (lambda d, h, d_ff: count(d, h, d_ff) - d * d - d, "output projection W_O"),
         (lambda d, h, d_ff: count(d, h, d_ff) + (h - 1) * (4 * d * d + 4 * d), "the heads share the projections"),
         (lambda d, h, d_ff: count(d, h, d_ff) - 3 * d * d + 3 * d * (d // h), "each head's W_Q is d_model x d_head"),
-        (lambda d, h, d_ff: 12 * d * d, "both the biases and the LayerNorm"),  # 12 d^2 with d_ff = 4 d
-        (lambda d, h, d_ff: 7, "the count is not"),
+        (lambda d, h, d_ff: 12 * d * d, "the count is not"),  # 12 d^2 ignores d_ff: no one mistake explains it
+        (lambda d, h, d_ff: 7, "whatever the arguments"),
         (lambda d, h, d_ff: "many", "whole number"),
     ],
 )

@@ -92,3 +92,46 @@ def test_counts_are_never_truncated():
 def test_first_difference_quotes_a_differing_entry():
     text = _core.first_difference(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.5, 3.0]))
     assert text == "out[1] is 2, expected 2.5"
+
+
+def _helper(values, i):
+    return values[i]
+
+
+def _student(a, b):
+    total = 0
+    for i in range(len(a)):
+        total += _helper(a, i) * _helper(b, i)
+    return total
+
+
+def test_a_raised_hint_shows_the_students_own_traceback_first():
+    @checker("Exercise 9.6")
+    def check(fn):
+        fn([1, 2, 3], [1, 2])
+        passed()
+
+    fb = check(_student)
+    text = repr(fb)
+    lines = text.splitlines()
+    assert fb.kind == "raised" and fb.message.startswith("your code raised IndexError")
+    assert lines[0] == "Traceback of your code (most recent call last):"
+    assert any("in _student" in line for line in lines) and any("in _helper" in line for line in lines)
+    assert any("return values[i]" in line for line in lines)
+    assert not any(" _core.py" in line or " rules.py" in line or "in call" in line for line in lines)
+    assert lines[-1].startswith("   ") or lines[-1].startswith("❌")  # the hint comes last
+    assert any(line.startswith("❌ Exercise 9.6 not yet: your code raised IndexError") for line in lines)
+    assert max(len(line) for line in lines) <= 78
+
+
+def test_a_traceback_from_a_notebook_cell_says_your_cell():
+    source = "def my_fn(x):\n    return x.nonexistent\n"
+    namespace = {}
+    exec(compile(source, "/tmp/ipykernel_123/4567.py", "exec"), namespace)
+
+    @checker("Exercise 9.7")
+    def check(fn):
+        fn(1)
+
+    text = repr(check(namespace["my_fn"]))
+    assert "your cell, line 2, in my_fn" in text and "(line 2 of your cell)" in text

@@ -251,3 +251,54 @@ def test_the_books_solutions_pass():
               "my_cached_attention": check.cached_attention}
     for name, checker in checks.items():
         assert checker(namespace[name]).passed, name
+
+
+# --- the hints of 8.5 name the mistake that was made (issue 19: two were misleading) ----------------
+def _attend_over(q, keys, values):
+    w = torch.softmax(q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    return w @ values
+
+
+def _append(cache, k_new, v_new):
+    if cache["k"] is None:
+        cache["k"], cache["v"] = k_new, v_new
+    else:
+        cache["k"] = torch.cat([cache["k"], k_new], dim=1)
+        cache["v"] = torch.cat([cache["v"], v_new], dim=1)
+
+
+def _drops_position_0(q_new, k_new, v_new, cache):
+    _append(cache, k_new, v_new)
+    keys, values = (cache["k"][:, 1:], cache["v"][:, 1:]) if cache["k"].shape[1] > 1 else (cache["k"], cache["v"])
+    return _attend_over(q_new, keys, values)
+
+
+def _tril_on_one_row(q_new, k_new, v_new, cache):
+    _append(cache, k_new, v_new)
+    scores = q_new @ cache["k"].transpose(-2, -1) / math.sqrt(q_new.shape[-1])  # (B, 1, t)
+    mask = torch.ones(scores.shape[-2:], dtype=torch.bool).tril()  # (1, t): only column 0
+    w = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return w @ cache["v"]
+
+
+def _own_key_only(q_new, k_new, v_new, cache):
+    _append(cache, k_new, v_new)
+    return v_new
+
+
+def _before_append(q_new, k_new, v_new, cache):
+    out = _attend_over(q_new, cache["k"], cache["v"]) if cache["k"] is not None else v_new
+    _append(cache, k_new, v_new)
+    return out
+
+
+def test_cached_attention_hints_name_the_mistake_made():
+    told = {fn: check.cached_attention(fn).message for fn in
+            (_drops_position_0, _tril_on_one_row, _own_key_only, _before_append)}
+    assert "position 0 is missing" in told[_drops_position_0], told[_drops_position_0]
+    assert "sees only position 0" in told[_tril_on_one_row], told[_tril_on_one_row]
+    assert "attends only to its own key" in told[_own_key_only], told[_own_key_only]
+    assert "does not see itself" in told[_before_append], told[_before_append]
+    for phrase in ("position 0 is missing", "sees only position 0", "attends only to its own key",
+                   "does not see itself"):
+        assert sum(phrase in message for message in told.values()) == 1, (phrase, told)

@@ -185,7 +185,15 @@ def test_mask_margins_are_below_the_promised_error():
 
 
 def right_loss(logits, labels):
-    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+    scored = labels != -100
+    return -logits[scored].log_softmax(-1).gather(-1, labels[scored][:, None]).mean()
+
+
+def test_loss_refuses_the_library_cross_entropy():
+    for fn in (lambda l, y: F.cross_entropy(l.flatten(0, 1), y.flatten(), ignore_index=-100),
+               lambda l, y: torch.nn.CrossEntropyLoss()(l.flatten(0, 1), y.flatten())):
+        fb = check.mlm_loss(fn)
+        assert not fb.passed and "calls F.cross_entropy" in fb.message, fb
 
 
 def by_hand_loss(logits, labels):
@@ -221,7 +229,7 @@ def test_loss_right_answers_pass():
     assert check.mlm_loss(right_loss).passed
     assert check.mlm_loss(by_hand_loss).passed
     from companion.mlm import mlm_loss
-    assert "the values are right, but your code uses companion.mlm" in check.mlm_loss(mlm_loss).message
+    assert "calls F.cross_entropy" in check.mlm_loss(mlm_loss).message  # the companion calls it
 
 
 @pytest.mark.parametrize("text", list(LOSS_WRONG))
@@ -275,7 +283,9 @@ PAD_WRONG = {
 
 def test_pad_right_answers_pass():
     assert check.pad_batch(right_pad).passed
-    assert check.pad_batch(lambda s, p: (lambda ids: (ids, ids != p))(right_pad(s, p)[0])).passed
+    # a mask read from the ids is wrong when a real token has the id pad_id (the text does not exclude it)
+    fb = check.pad_batch(lambda s, p: (lambda ids: (ids, ids != p))(right_pad(s, p)[0]))
+    assert "not from ids != pad_id" in fb.message, fb
     from companion.mlm import pad_batch
     assert "the values are right, but your code uses companion.mlm" in check.pad_batch(pad_batch).message
 

@@ -220,3 +220,24 @@ def test_no_checker_fails_inside_its_own_code(answer):
         fb = checker(lambda *args: answer)
         assert fb.status in ("hint", "not attempted"), fb
         assert never_crashed(fb), (answer, fb)
+
+
+def _pads_with_zero(targets, bos_id, eos_id, pad_id):
+    T = max(len(y) for y in targets) + 1
+    rows_in = [[bos_id] + y + [0] * (T - 1 - len(y)) for y in targets]
+    rows_out = [y + [eos_id] + [0] * (T - 1 - len(y)) for y in targets]
+    return torch.tensor(rows_in), torch.tensor(rows_out)
+
+
+def _pads_with_eos(targets, bos_id, eos_id, pad_id):
+    T = max(len(y) for y in targets) + 1
+    rows_in = [[bos_id] + y + [eos_id] * (T - 1 - len(y)) for y in targets]
+    rows_out = [y + [eos_id] + [eos_id] * (T - 1 - len(y)) for y in targets]
+    return torch.tensor(rows_in), torch.tensor(rows_out)
+
+
+def test_teacher_forcing_padding_hints_name_the_mistake_made():
+    zero = check.teacher_forcing(_pads_with_zero).message
+    eos = check.teacher_forcing(_pads_with_eos).message
+    assert "not a fixed 0" in zero and "not `eos_id`" not in zero, zero
+    assert "not `eos_id`" in eos and "not a fixed 0" not in eos, eos

@@ -86,7 +86,7 @@ def _through_a_helper(a, b):
 def _no_loop(a, b):
     if len(a) != len(b):
         raise ValueError("lengths differ")
-    return a[0] * b[0] + (_no_loop(a[1:], b[1:]) if len(a) > 1 else 0)
+    return a[0] * b[0] + _no_loop(a[1:], b[1:]) if a else 0
 
 
 _TABLE = {(1, 2, 3, 4, 5, 6): 32, (3, 5, -2, 4): 14, (1, 2, 3, 4, -4, 0, 2, 5): 22}
@@ -101,7 +101,7 @@ def _lookup(a, b):
 def test_dot_by_hand_rules():
     assert "without NumPy or PyTorch" in check.dot_by_hand(_numpy_dot).message
     assert "without NumPy or PyTorch" in check.dot_by_hand(_through_a_helper).message
-    assert "asks for a loop" in check.dot_by_hand(_no_loop).message
+    assert check.dot_by_hand(_no_loop).passed  # recursion is a loop in disguise, as is map()
     assert not check.dot_by_hand(_lookup).passed
     fb = check.dot_by_hand(lambda a, b: 10**400)
     assert fb.status == "hint" and "too large" in fb.message

@@ -249,3 +249,38 @@ def test_called_with_a_prefix():
     with watch() as seen:
         _core._guard(lambda x: torch.linalg.vector_norm(x) + torch.linalg.norm(x))(X)
     assert seen.called("linalg.") == ["linalg.norm", "linalg.vector_norm"]
+
+
+def test_torch_ops_calls_are_seen():
+    assert "_softmax" in _calls(lambda x: torch.ops.aten._softmax(x, -1, False), X)
+    assert "_softmax" in _calls(lambda x: torch.ops.aten._softmax.default(x, -1, False), X)
+    assert "softmax" in _calls(lambda x: torch.ops.aten.softmax.int(x, -1), X)
+
+
+def test_is_remote():
+    def proxy(*args):
+        return None
+
+    assert not rules.is_remote(proxy) and not rules.is_remote(_student_with_loop) and not rules.is_remote(None)
+    proxy.__course_remote__ = True
+    assert rules.is_remote(proxy) and rules.is_remote(_core._guard(proxy))
+
+    def other(*args):
+        return None
+
+    other.__course_source__ = "def f(): pass"
+    assert rules.is_remote(other)
+
+
+def test_require_graph_skips_remote_proxies():
+    def detached(x):
+        return x.detach() * 2
+
+    @_core.checker("Exercise 9.8")
+    def check(fn):
+        _core.require_graph(fn, (torch.randn(3),))
+        _core.passed()
+
+    assert "no gradient flows" in check(detached).message
+    detached.__course_remote__ = True
+    assert check(detached).passed

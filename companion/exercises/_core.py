@@ -118,7 +118,8 @@ def uses_companion(seen: rules.Seen, facts: rules.SourceFacts, *modules: str) ->
     wanted = modules or ("companion",)
     found = {m for m in seen.modules | facts.modules if m.startswith("companion")
              and not m.startswith("companion.exercises") and any(m == w or m.startswith(w + ".") for w in wanted)}
-    return sorted(found)
+    helpers = {"companion", "companion.validation", "companion._compat"}  # reached through the others
+    return sorted(found - helpers) or sorted(found)
 
 
 def library(name: str) -> str:
@@ -517,6 +518,44 @@ def as_count(got: Any, call: str) -> int:
              "integer. Use // for integer division, or check where a fraction comes from.")
     hint(f"{call} should return a whole number; it returned {describe(got)}.")
     raise AssertionError  # unreachable
+
+
+def require_graph(fn: Callable[..., Any], args: tuple, *, grad: tuple[int, ...] | None = None,
+                  pick: Callable[[Any], Any] | None = None) -> None:
+    """Hint unless gradients flow from ``fn(*args)`` back to its float tensor inputs, and unless
+    the result keeps the inputs' floating dtype.
+
+    Called once the values are right: a result computed under ``torch.no_grad()``, detached, or
+    computed in NumPy and wrapped again has the right numbers but cannot train anything, and an
+    in-place operation on a tensor autograd saved (``e /= e.sum()``) makes ``backward()`` fail.
+    ``grad``: the positions of the arguments that get ``requires_grad`` (default: every float
+    tensor); ``pick``: the tensor of the result to test (default: the result, or its first item).
+    """
+    if rules.is_remote(fn):
+        return  # a grader's proxy: its result comes back as data, without the autograd graph
+    grad = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()) \
+        if grad is None else grad
+    args = tuple(a.detach().clone().requires_grad_(i in grad) if isinstance(a, torch.Tensor) and i in grad
+                 else a for i, a in enumerate(args))
+    out = fn(*args)
+    out = pick(out) if pick else (out[0] if isinstance(out, (tuple, list)) and out else out)
+    if not isinstance(out, torch.Tensor):
+        return
+    dtypes = {a.dtype for i, a in enumerate(args) if i in grad}
+    if len(dtypes) == 1 and out.dtype != next(iter(dtypes)):
+        hint(f"the values are right, but the result has dtype {out.dtype} for inputs of dtype "
+             f"{next(iter(dtypes))}: keep the inputs' dtype (no .float(), .double() or NumPy round trip).")
+    if not out.requires_grad:
+        hint("the values are right, but no gradient flows back to the inputs: torch.no_grad(), .detach(), "
+             ".item(), .numpy() or torch.tensor(...) of a result cut the graph. Compute with torch operations on "
+             "the tensors you are given, so that the result can be trained.")
+    try:
+        weights = torch.linspace(0.5, 1.5, out.numel(), dtype=torch.float64).reshape(out.shape)
+        (out.double() * weights).sum().backward()
+    except RuntimeError as exc:
+        hint("the values are right, but backpropagation through your function fails: an in-place operation "
+             "(such as e /= s or x[...] = v) changed a tensor that autograd saved. Write e = e / s instead "
+             f"({_text(exc, 90)}).")
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ import torch
 
 from companion.attention import causal_mask, padding_mask
 
-from ._core import (StudentError, attempt, checker, close, first_difference, hint, library, passed, require_tensor,
+from ._core import (require_graph, StudentError, attempt, checker, close, first_difference, hint, library, passed, require_tensor,
                     source_facts,
                     uses_companion)
 from .rules import watch
@@ -86,6 +86,7 @@ def stable_softmax(my_softmax) -> None:
         if not close(out, torch.softmax(x, -1), rtol=1e-4, atol=1e-6):
             hint(f"right on the examples, but not on a random {shape[0]}×{shape[1]} {dtype} input: "
                  f"{first_difference(out, torch.softmax(x, -1))}.", generic=True)
+    require_graph(my_softmax, (torch.randn(3, 4, dtype=torch.float64),))
     passed("stable: subtracting the row maximum keeps every exponent at or below 0.")
 
 
@@ -149,6 +150,15 @@ def attention(my_attention) -> None:
                 hint(message)
         hint(f"the output does not match softmax(Q K^T / sqrt(d_k)) V: {first_difference(got, expected)}.",
              generic=True)
+    with watch() as seen:
+        my_attention(Q.clone(), K.clone(), V.clone())
+    shortcuts = seen.called("scaled_dot_product_attention", "multi_head_attention_forward",
+                            "_scaled_dot_product_attention")
+    if shortcuts:
+        hint(f"the values are right, but your function calls {library(shortcuts[0])}, the very thing the "
+             "exercise asks you to write: compute the scores, the softmax (torch.softmax or your my_softmax) "
+             "and the weighted sum yourself.")
+    require_graph(my_attention, (Q, K, V))
     passed("softmax(Q K^T / sqrt(d_k)) V: one weighted average of the value rows per query.")
 
 

@@ -11,7 +11,7 @@ import torch
 
 import torch.nn.functional as F
 
-from ._core import as_count, checker, close, first_difference, hint, passed, require_tensor
+from ._core import require_graph, as_count, checker, close, first_difference, hint, passed, require_tensor
 
 __all__ = ["feed_forward", "pre_norm_block", "block_params"]
 
@@ -43,6 +43,7 @@ def feed_forward(my_feed_forward) -> None:
                     hint("the ReLU has no upper bound: max(0, h), not ReLU6's min(max(0, h), 6).")
                 hint(f"right on the first example, but not for x of shape {(n, d)} and d_ff = {d_ff} ({dtype}): "
                      f"{first_difference(out, right)}.", generic=True)
+        require_graph(my_feed_forward, (x, W1, b1, W2, b2))
         passed("two linear layers with a ReLU between them, applied to every token alike.")
     mistakes = [
         ((x @ W1 + b1) @ W2 + b2, "the ReLU between the two layers is missing: without it the two layers "
@@ -101,6 +102,7 @@ def pre_norm_block(my_pre_norm_block) -> None:
     h = x + attn(n1(x))
     right = h + ff(n2(h))
     if close(out, right):
+        require_graph(my_pre_norm_block, (x, attn, ff, n1, n2), grad=(0,))
         passed("normalize, transform, add: the input passes to the output unchanged along the residual path.")
     post_h = n1(x + attn(x))
     if close(out, n2(post_h + ff(post_h))):
@@ -128,38 +130,70 @@ def _right_count(d_model: int, d_ff: int) -> int:
     return 4 * d_model * d_model + 4 * d_model + 2 * d_model * d_ff + d_ff + d_model + 4 * d_model
 
 
+_D_FF = "use the d_ff you are given, not 4 * d_model: the ratio is a choice of configuration."
+_HIDDEN = "the hidden layer of the feed-forward network has d_ff units: linear1 is d_model x d_ff, linear2 d_ff x d_model."
+_FOUR_D = ("4 d_model parameters are missing: either the two LayerNorms' scales and shifts (2 d_model each) or "
+           "the biases of the four attention projections (d_model each).")
+_LN = "the two LayerNorms have parameters too: a scale and a shift of size d_model each (4 d_model)."
+_ALL_BIASES = ("the biases are missing: d_model for each of the four projections, d_ff and d_model in the "
+               "feed-forward network.")
+_BOTH = "both the biases and the LayerNorm parameters are missing."
+_W_O = "the output projection W_O (d_model x d_model, plus its bias) is missing: four projections, not three."
+_SHARED = ("the heads share the projections: each head uses d_model/n_heads columns of W_Q, W_K, W_V, so "
+           "attention has 4 d_model^2 (+ 4 d_model) parameters whatever n_heads is.")
+_PER_HEAD = "each head's W_Q is d_model x d_head, and there are n_heads of them: together d_model x d_model."
+_ONE_VECTOR = "each LayerNorm has two vectors of size d_model, a scale and a shift: 4 d_model for the two."
+_FF_BIASES = "the feed-forward biases are missing: d_ff for the first layer and d_model for the second."
+_BLOCK_MESSAGES = [_D_FF, _HIDDEN, _FOUR_D, _ALL_BIASES, _BOTH, _W_O, _SHARED, _PER_HEAD, _ONE_VECTOR, _FF_BIASES]
+
+
+def _block_mistakes(d, h, d_ff, right):
+    return [
+        (lambda got: got == _right_count(d, 4 * d) and d_ff != 4 * d, _D_FF),
+        (lambda got: got == _right_count(d, d) and d_ff != d, _HIDDEN),
+        (lambda got: got == right - 4 * d, _FOUR_D),
+        (lambda got: got == right - 4 * d - d_ff - d, _ALL_BIASES),
+        (lambda got: got == right - 4 * d - d_ff - d - 4 * d, _BOTH),
+        (lambda got: got == right - d * d - d, _W_O),
+        (lambda got: h > 1 and (got == right + (h - 1) * (4 * d * d + 4 * d) or got == right + (h - 1) * (3 * d * d + 3 * d)),
+         _SHARED),
+        (lambda got: h > 1 and (got == right + (h - 1) * 3 * (d * d // h) or got == right - 3 * d * d + 3 * d * (d // h)),
+         _PER_HEAD),
+        (lambda got: got == right - 2 * d, _ONE_VECTOR),
+        (lambda got: got == right - d_ff - d, _FF_BIASES),
+    ]
+
+
 @checker("Exercise 6.3")
 def block_params(my_block_params) -> None:
     """``my_block_params(d_model, n_heads, d_ff)``: parameters of one block (attention with biases,
     two LayerNorms with scale and shift, feed-forward with biases)."""
-    cases = [(768, 12, 3072), (64, 4, 100), (30, 3, 7)]
-    for d, h, d_ff in cases:
-        got = as_count(my_block_params(d, h, d_ff), f"my_block_params({d}, {h}, {d_ff})")
-        right = _right_count(d, d_ff)
+    cases = [(768, 12, 3072), (64, 4, 100), (30, 3, 7), (16, 16, 1), (100, 5, 60)]
+    answers = [as_count(my_block_params(d, h, d_ff), f"my_block_params({d}, {h}, {d_ff})") for d, h, d_ff in cases]
+    rights = [_right_count(d, d_ff) for d, h, d_ff in cases]
+    if answers == rights:
+        passed("one block has 4d² + 2 d d_ff weights plus 9d + d_ff biases and norm parameters; 12d² + 13d with "
+               "d_ff = 4d.")
+    if len(set(answers)) == 1:
+        hint(f"you returned {answers[0]} whatever the arguments: compute the count from d_model, n_heads and d_ff.")
+    # a mistake is named only when it explains every case
+    explained = {}
+    for (d, h, d_ff), got, right in zip(cases, answers, rights):
+        if got == right:
+            continue  # a mistake may give the right count for some arguments (d_ff = 4 d_model)
+        found = set()
+        for test, message in _block_mistakes(d, h, d_ff, right):
+            if test(got):
+                found.add(message)
+        explained[(d, h, d_ff)] = found
+    common = set.intersection(*explained.values())
+    for message in _BLOCK_MESSAGES:
+        if message in common:
+            hint(message)
+    for (d, h, d_ff), got, right in zip(cases, answers, rights):
         if got == right:
             continue
-        if got == _right_count(d, 4 * d):
-            hint(f"use the d_ff you are given (here d_ff = {d_ff}), not 4 * d_model: the ratio is a choice of configuration.")
-        if got == _right_count(d, d):
-            hint("the hidden layer of the feed-forward network has d_ff units: linear1 is d_model x d_ff, linear2 d_ff x d_model.")
-        if got == right - 4 * d:
-            hint("the two LayerNorms have parameters too: a scale and a shift of size d_model each (4 d_model).")
-        if got == right - 4 * d - d_ff - d:
-            hint("the biases are missing: d_model for each of the four projections, d_ff and d_model in the feed-forward network.")
-        if got == right - 4 * d - d_ff - d - 4 * d:
-            hint("both the biases and the LayerNorm parameters are missing.")
-        if got == right - d * d - d:
-            hint("the output projection W_O (d_model x d_model, plus its bias) is missing: four projections, not three.")
-        if got == right + (h - 1) * (4 * d * d + 4 * d) or got == right + (h - 1) * (3 * d * d + 3 * d):
-            hint("the heads share the projections: each head uses d_model/n_heads columns of W_Q, W_K, W_V, so "
-                 "attention has 4 d_model^2 (+ 4 d_model) parameters whatever n_heads is.")
-        if got == right + (h - 1) * 3 * (d * d // h) or got == right - 3 * d * d + 3 * d * (d // h):
-            hint("each head's W_Q is d_model x d_head, and there are n_heads of them: together d_model x d_model.")
-        if got == right - 2 * d:
-            hint("each LayerNorm has two vectors of size d_model, a scale and a shift: 4 d_model for the two.")
-        if got == right - d_ff - d:
-            hint("the feed-forward biases are missing: d_ff for the first layer and d_model for the second.")
         hint(f"for d_model={d}, n_heads={h}, d_ff={d_ff} the count is not {got}: add attention (four "
              "d_model x d_model matrices with biases), two LayerNorms and the two feed-forward layers with biases.",
              generic=True)
-    passed("one block has 4d² + 2 d d_ff weights plus 9d + d_ff biases and norm parameters; 12d² + 13d with d_ff = 4d.")
+    raise AssertionError  # unreachable: the answers differ from the right counts somewhere

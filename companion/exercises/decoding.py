@@ -77,7 +77,10 @@ def greedy_step(my_greedy_step) -> None:
         hint("three calls on the same ids appended different tokens: your step samples. Greedy decoding "
              "is deterministic: take the most probable token, `logits[:, -1].argmax(dim=-1)`.")
     got = outs[0]
-    if torch.equal(got, expected):
+    if torch.equal(got.long(), expected):
+        if got.dtype != ids.dtype:
+            hint(f"the tokens are right, but the result has dtype {got.dtype}: keep the ids' dtype, {ids.dtype} "
+                 "(a LongTensor: the model's embedding indexes with it). torch.cat of ids and argmax gives one.")
         passed("the next token is the argmax of the last position's logits, for every row.")
     if not torch.equal(got[:, :-1], ids):
         hint("the first T columns must be the input `ids`, unchanged.")
@@ -218,6 +221,8 @@ _LENGTH_CASES = [
     ([-2.0, -3.0, -4.5, -1.5], [4, 9, 12, 2], 0.0),
     ([-5.0, -6.0, -1.0], [10, 20, 1], 1.0),
     ([-3.0, -3.3, -6.2, -1.0, -4.0], [3, 4, 10, 1, 20], 0.6),
+    # tells the GNMT penalty ((5 + n) / 6) ** alpha apart from other penalties such as log(n + 1) ** alpha
+    ([-3.44, -4.62, -8.44, -10.18, -8.0], [17, 1, 15, 8, 2], 0.8),
 ]
 
 
@@ -297,6 +302,10 @@ def top_k_filter(my_top_k) -> None:
         if torch.equal(got, logits.masked_fill(logits < kth, 0.0)):
             hint("you set the other logits to 0, but exp(0) = 1: those tokens still get probability. Use `float('-inf')`.")
         finite = torch.isfinite(got) & torch.isfinite(expected)
+        if (not got.is_complex() and bool(torch.isnan(got).any()) and bool(torch.isfinite(got[finite]).all())
+                and torch.equal(got[finite], expected[finite])):
+            hint("you filled the other logits with NaN: a softmax over a row with NaN is NaN everywhere. Use "
+                 "`float('-inf')`, which gives them probability exactly 0.")
         if bool((torch.isfinite(expected) == (got > -1e3)).all()) and torch.equal(got[finite], expected[finite]) and k < 8:
             hint("use `float('-inf')` for the removed logits, not a large negative number: only -inf gives "
                  "them probability exactly 0 whatever the other logits are.")

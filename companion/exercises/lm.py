@@ -6,7 +6,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._core import as_number, checker, close, describe, first_difference, hint, passed, require_tensor, source_facts
+from ._core import require_graph, as_number, checker, close, describe, first_difference, hint, passed, require_tensor, source_facts
 from .rules import watch
 
 #: Exercises 7.1 and 10.2 ask for the loss by hand; the check compares with this library call
@@ -83,6 +83,7 @@ def cross_entropy(my_cross_entropy) -> None:
         if seen.called(*_LIBRARY_CROSS_ENTROPY):
             hint("your function calls F.cross_entropy, which the check compares with: compute the loss "
                  "yourself, -log_softmax(logits)[target] averaged over all positions.")
+        require_graph(my_cross_entropy, (logits, targets), grad=(0,))
         passed(f"{float(got.reshape(())):.4f} nats, the same as torch.nn.functional.cross_entropy.")
     if got.numel() == 0:
         hint(f"return one number, the mean over positions (got an empty tensor of shape {tuple(got.shape)}).")
@@ -293,8 +294,13 @@ def train_step(my_train_step) -> None:
     norms = (0.05, 1e4)  # the first step clips (its gradient norm is far above 0.05), the second does not
     stale = [torch.randn(p.shape, generator=g) * 0.5 for p in _tiny_gpt(7).parameters()]
 
-    def run(step):
+    with_targets = []
+
+    def run(step, watched=False):
         model = _tiny_gpt(7)
+        if watched:
+            model.__class__ = _watched(type(model))
+            model._course_forward_calls, model._course_targets = 0, with_targets
         for p, s in zip(model.parameters(), stale):
             p.grad = s.clone()  # gradients left over from earlier code
         optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
@@ -312,7 +318,10 @@ def train_step(my_train_step) -> None:
         return all(close(pa, pb, rtol=1e-4, atol=1e-6) for (pa, _), (pb, _) in zip(a, b))
 
     right, right_losses = run(_train_step_variant)
-    states, returned = run(my_train_step)
+    states, returned = run(my_train_step, watched=True)
+    if with_targets:
+        hint("call the model on x alone, model(x), as the exercise asks, and compute the loss yourself with "
+             "F.cross_entropy on the logits reshaped to (B*T, V) and the targets to (B*T,).")
     if not same_params(states, right):
         wrong = {m: run(lambda *a, m=m: _train_step_variant(*a, mistake=m))[0] for m in _TRAIN_MISTAKES}
         for mistake, message in _TRAIN_MISTAKES.items():
@@ -371,6 +380,9 @@ def _watched(cls):
     class Watched(cls):
         def forward(self, *args, **kwargs):
             self._course_forward_calls += 1
+            targets = kwargs.get("targets", args[1] if len(args) > 1 else None)
+            if targets is not None and hasattr(self, "_course_targets"):
+                self._course_targets.append(True)  # model(x, y): the loss computed by the model
             return super().forward(*args, **kwargs)
 
     Watched.__name__ = Watched.__qualname__ = cls.__name__
@@ -410,6 +422,7 @@ def gpt_forward(my_gpt_forward) -> None:
         hint("return only the logits (B, T, V), not a tuple.")
     got = require_tensor(got, "the logits, a tensor of shape (B, T, V)")
     if close(got, expected, rtol=1e-4, atol=1e-5):
+        require_graph(my_gpt_forward, (model, idx), grad=())
         passed("token + position embeddings, the causal blocks in order, the final norm, the head: the "
                "GPT's forward pass, equal to model(idx).")
     if close(got, expected.softmax(-1), rtol=1e-4, atol=1e-5):

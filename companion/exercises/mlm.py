@@ -2,11 +2,15 @@
 
 * Exercise 10.1, the masking rule: 15% of the positions chosen (never a special token), of those
   80% ``[MASK]``, 10% a random character, 10% unchanged; labels ``-100`` where not chosen. The
-  answer is random, so the check is statistical: it calls the student's function on 131,136
-  positions and compares each share with its expected value, with margins from Hoeffding's
-  inequality set so that a right answer fails with probability below 1e-10 (seven tests at
-  ``DELTA`` = 1e-11 each) and the recognized wrong answers, whose shares lie far outside those
-  margins, pass with a probability far smaller still.
+  answer is random, so the check is statistical: it calls the student's function on 1,049,088
+  positions (about 975,000 characters) and compares each share with its expected value, with
+  margins from Bernstein's inequality (which uses the variance p(1 - p) of each draw) set so that
+  a right answer fails with probability below 1e-10 (each test at ``DELTA`` = 1e-12). A million
+  draws put the margin of the 15% near 0.26 points and those of the 80/10/10 shares near 0.8
+  points, so 14.5% or 15.5% chosen, and 78/12/10, 82/8/10, 80/12/8 or 77.5/10/12.5 are told
+  apart from the rule. It also checks that the number chosen varies from row to row as
+  independent draws do (exactly 15% of each row is not the rule) and that every character, the
+  last one included, can be the random replacement.
 * Exercise 10.2, the loss over the chosen positions only (deterministic).
 * Exercise 10.3, padding a batch of lines and its key mask (deterministic).
 """
@@ -17,20 +21,23 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._core import checker, close, hint, passed
+from ._core import require_graph, checker, close, hint, passed
+from .rules import watch
 
 __all__ = ["mask_tokens", "mlm_loss", "pad_batch", "N_CHARS", "PAD_ID", "MASK_ID", "CLS_ID"]
 
 #: The chapter's vocabulary: 69 characters, then [PAD], [MASK], [CLS].
 N_CHARS, PAD_ID, MASK_ID, CLS_ID = 69, 69, 70, 71
-#: Chance that one statistical test rejects a right answer.
-DELTA = 1e-11
+#: Chance that one statistical test rejects a right answer (there are fewer than 100 tests).
+DELTA = 1e-12
 
 
-def _margin(n: int, delta: float = DELTA) -> float:
-    """Hoeffding: a mean of ``n`` independent 0/1 draws is within this of its expectation with
-    probability at least ``1 - delta``."""
-    return math.sqrt(math.log(2 / delta) / (2 * max(n, 1)))
+def _margin(n: int, p: float = 0.5, delta: float = DELTA) -> float:
+    """Bernstein: a mean of ``n`` independent 0/1 draws of probability ``p`` is within this of ``p``
+    with probability at least ``1 - delta`` (variance p(1 - p); p = 0.5 is the worst case)."""
+    n = max(n, 1)
+    log_term = math.log(2 / delta)
+    return log_term / (3 * n) + math.sqrt((log_term / (3 * n)) ** 2 + 2 * p * (1 - p) * log_term / n)
 
 
 def _describe(x) -> str:
@@ -54,9 +61,9 @@ def _int_tensor(x, shape: tuple, what: str) -> torch.Tensor:
 
 
 def _mask_case() -> tuple[torch.Tensor, torch.Tensor]:
-    """64 rows of [CLS] + 2048 characters, some rows ending in [PAD]s. Returns ids, special."""
+    """512 rows of [CLS] + 2048 characters, some rows ending in [PAD]s. Returns ids, special."""
     g = torch.Generator().manual_seed(1010)
-    B, T = 64, 2049
+    B, T = 512, 2049
     ids = torch.randint(N_CHARS, (B, T), generator=g)  # (B, T) characters
     ids[:, 0] = CLS_ID
     lengths = T - (torch.arange(B) % 4) * 96  # (B,): rows 1, 2, 3 of every 4 end with padding
@@ -69,7 +76,7 @@ _ONLY_MASKED = ("{share} of the positions have a label: only the [MASK]ed ones. 
 
 
 def _near(share: float, expected: float, n: int) -> bool:
-    return abs(share - expected) <= _margin(n)
+    return abs(share - expected) <= _margin(n, expected)
 
 
 def _pct(x: float) -> str:
@@ -126,6 +133,26 @@ def mask_tokens(my_mask_tokens) -> None:
         hint("a random replacement is not a character: draw it from the n_chars characters "
              "(torch.randint(n_chars, ...)), never a special token.")
 
+    half = ids.shape[1] // 2
+    halves = (("first", slice(0, half)), ("second", slice(half, None)))
+    for part, cols in halves:  # within each half, pairs of rows must be chosen independently
+        both = real[0::2, cols] & real[1::2, cols]  # disjoint pairs of rows
+        n_both = int(both.sum())
+        together = float((chosen[0::2, cols] & chosen[1::2, cols] & both).sum()) / n_both
+        alone = (float((chosen[0::2, cols] & both).sum()) / n_both) * (
+            float((chosen[1::2, cols] & both).sum()) / n_both)
+        if together > alone + 2 * _margin(n_both, max(alone, 0.15**2)):
+            hint("the rows share their chosen positions: draw a separate number for every position of every "
+                 "row (torch.rand(ids.shape, ...)), not one per column.")
+    rates = []
+    for part, cols in halves:
+        n_part = int(real[:, cols].sum())
+        rates.append((part, float(chosen[:, cols].sum()) / n_part, n_part))
+    (_, r1, n1), (_, r2, n2) = rates
+    if abs(r1 - r2) > _margin(n1, max(r1, r2, 0.15)) + _margin(n2, max(r1, r2, 0.15)):
+        hint(f"{_pct(r1)} of the first half of the positions were chosen and {_pct(r2)} of the second: choose "
+             "every position with the same probability, wherever it is in the row.")
+
     n_real = int(real.sum())
     rate = float(chosen.sum()) / n_real
     if not _near(rate, 0.15, n_real):
@@ -136,27 +163,13 @@ def mask_tokens(my_mask_tokens) -> None:
                  "a position when its uniform draw is BELOW 0.15.")
         hint(f"{_pct(rate)} of the characters were chosen; choose each one with probability 0.15.",
              generic=True)
-    half = ids.shape[1] // 2
-    for part, cols in (("first", slice(0, half)), ("second", slice(half, None))):
-        n_part = int(real[:, cols].sum())
-        part_rate = float(chosen[:, cols].sum()) / n_part
-        if not _near(part_rate, 0.15, n_part):
-            hint(f"{_pct(part_rate)} of the {part} half of the positions were chosen: choose every position "
-                 "with the same probability, wherever it is in the row.")
-    both = real[0::2] & real[1::2]  # disjoint pairs of rows: independent positions
-    n_both = int(both.sum())
-    together = float((chosen[0::2] & chosen[1::2] & both).sum()) / n_both
-    if together > 0.15**2 + _margin(n_both):
-        hint("the rows share their chosen positions: draw a separate number for every position of every "
-             "row (torch.rand(ids.shape, ...)), not one per column.")
-
     m = int(chosen.sum())
     to_mask = float((inputs[chosen] == MASK_ID).float().mean())
     kept = float((inputs[chosen] == ids[chosen]).float().mean())
     randomized = 1.0 - to_mask - kept
     ok_mask = _near(to_mask, 0.8, m)
-    ok_kept = 0.1 - _margin(m) <= kept <= 0.1 + 0.1 / N_CHARS + _margin(m)
-    ok_random = 0.1 * (1 - 1 / N_CHARS) - _margin(m) <= randomized <= 0.1 + _margin(m)
+    ok_kept = 0.1 - _margin(m, 0.1) <= kept <= 0.1 + 0.1 / N_CHARS + _margin(m, 0.1)
+    ok_random = 0.1 * (1 - 1 / N_CHARS) - _margin(m, 0.1) <= randomized <= 0.1 + _margin(m, 0.1)
     if not (ok_mask and ok_kept and ok_random):
         shares = f"{_pct(to_mask)} [MASK], {_pct(randomized)} random, {_pct(kept)} unchanged"
         if to_mask > 0.95:
@@ -173,6 +186,25 @@ def mask_tokens(my_mask_tokens) -> None:
         hint(f"of the chosen positions, {shares}; expected 80%, 10%, 10%. Draw one uniform number per "
              "position: below 0.8 [MASK], from 0.8 to 0.9 random, above 0.9 unchanged.", generic=True)
 
+    # independent draws: the number chosen in a row varies like a binomial; a fixed count does not
+    n_row = real.sum(1).double()  # (B,)
+    spread = float(((chosen.sum(1).double() - 0.15 * n_row) ** 2).sum() / (n_row * 0.15 * 0.85).sum())
+    if spread < 0.5:  # about 1 for independent draws; below 0.5 has probability < 1e-13 over 512 rows
+        hint("every row has (almost) exactly the same share of chosen positions: choose each position "
+             "independently, with its own uniform draw below 0.15, not a fixed number per row (randperm, topk).")
+    swapped = changed & (inputs != ids)
+    drawn = torch.bincount(inputs[swapped], minlength=N_CHARS).double()[:N_CHARS]  # (n_chars,)
+    n_drawn = int(drawn.sum())
+    if n_drawn > 5000:
+        if drawn[-1] == 0:
+            hint(f"the random character is never the last one, id {N_CHARS - 1}: torch.randint(n_chars, ...) "
+                 "draws 0 .. n_chars - 1 (its upper bound is excluded), so randint(0, n_chars - 1) never "
+                 "gives the last character.")
+        # a draw equal to the original counts as unchanged: each character's share is 1/(n_chars - 1) at most
+        worst = max(abs(float(c) / n_drawn - 1 / N_CHARS) for c in drawn)
+        if worst > 1 / (N_CHARS - 1) - 1 / N_CHARS + _margin(n_drawn, 1 / N_CHARS, DELTA / N_CHARS):
+            hint("the random characters are not uniform over 0 .. n_chars - 1: draw them with "
+                 "torch.randint(n_chars, ids.shape, generator=generator).", generic=True)
     again = my_mask_tokens(ids.clone(), N_CHARS, MASK_ID, torch.Generator().manual_seed(10))
     same = (isinstance(again, (tuple, list)) and len(again) == 2
             and all(isinstance(a, torch.Tensor) and a.shape == ids.shape for a in again)
@@ -180,6 +212,15 @@ def mask_tokens(my_mask_tokens) -> None:
     if not same:
         hint("the same seed gave other masks: make every draw with the `generator` you are given "
              "(torch.rand(..., generator=generator)), so that a run can be repeated.")
+    other = my_mask_tokens(ids.clone(), N_CHARS, MASK_ID, torch.Generator().manual_seed(11))
+    if (isinstance(other, (tuple, list)) and len(other) == 2 and isinstance(other[1], torch.Tensor)
+            and other[1].shape == labels.shape and torch.equal(other[1].long(), labels)):
+        hint("two different seeds gave the same masks: draw from the `generator` you are given as it is; "
+             "do not create your own or re-seed it (generator.manual_seed(...) inside your function).")
+    for name, t in (("inputs", out[0]), ("labels", out[1])):
+        if t.dtype != ids.dtype:
+            hint(f"the shares are right, but `{name}` has dtype {t.dtype}: keep the dtype of `ids`, "
+                 f"{ids.dtype} (a LongTensor: the embedding and the loss index with it).")
     passed("15% chosen (never a special), then 80/10/10.")
 
 
@@ -197,12 +238,31 @@ def _loss_case():
     return logits, labels
 
 
+def _loss_cases():
+    """(logits, labels, what) beyond the first case: shapes, dtypes, rows far apart."""
+    g = torch.Generator().manual_seed(1021)
+    cases = []
+    for (B, T, V), dtype in (((1, 1, 3), torch.float32), ((3, 7, 11), torch.float64), ((2, 4, 2), torch.float32)):
+        logits = torch.randn(B, T, V, generator=g, dtype=dtype) * 3
+        labels = torch.randint(V, (B, T), generator=g)
+        labels[torch.rand(B, T, generator=g) < 0.5] = -100
+        labels.view(-1)[0] = 0  # at least one scored position
+        cases.append((logits, labels, f"logits of shape {(B, T, V)} ({dtype})"))
+    far = torch.tensor([[[1000.0, 999.0, 998.0], [-1000.0, -1001.0, -999.0], [5.0, 0.0, 0.0]]])
+    cases.append((far, torch.tensor([[0, 2, -100]]), "two scored rows of logits near +1000 and -1000"))
+    return cases
+
+
 @checker("Exercise 10.2")
 def mlm_loss(my_mlm_loss) -> None:
     """``my_mlm_loss(logits, labels)``: logits ``(B, T, V)``, labels ``(B, T)`` with ``-100`` where a
     position is not scored -> the mean of ``-log softmax(logits)[label]`` over the scored positions."""
     logits, labels = _loss_case()
-    got = my_mlm_loss(logits.clone(), labels.clone())
+    with watch() as seen:
+        got = my_mlm_loss(logits.clone(), labels.clone())
+    if seen.called("cross_entropy"):
+        hint("your function calls F.cross_entropy (or nn.CrossEntropyLoss), which the exercise asks you not to "
+             "call: take torch.log_softmax of the scored positions' logits and average -log p of the labels.")
     B, T, V = logits.shape
     expected = F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=-100)
     if isinstance(got, (float, int)) and not isinstance(got, bool) and close(got, expected):
@@ -228,6 +288,23 @@ def mlm_loss(my_mlm_loss) -> None:
         if not isinstance(again, torch.Tensor) or again.numel() != 1 or not close(again.reshape(()), 2000.0):
             hint("right on ordinary logits, but logits of ±1000 give inf, nan or a wrong value: use "
                  "torch.log_softmax (it subtracts the row maximum) rather than log(softmax(...)).")
+        for case_logits, case_labels, what in _loss_cases():
+            with watch() as seen:
+                again = my_mlm_loss(case_logits.clone(), case_labels.clone())
+            if seen.called("cross_entropy"):
+                hint("your function calls F.cross_entropy (or nn.CrossEntropyLoss), which the exercise asks you "
+                     "not to call: take torch.log_softmax and average -log p of the labels.")
+            right = F.cross_entropy(case_logits.flatten(0, 1), case_labels.flatten(), ignore_index=-100)
+            if not isinstance(again, torch.Tensor) or again.numel() != 1 or again.is_complex():
+                hint(f"return one number, a scalar tensor; for {what} you returned {_describe(again)}.")
+            if close(again.reshape(()), right, rtol=1e-4, atol=1e-5):
+                continue
+            if not bool(torch.isfinite(again).all()):
+                hint(f"for {what} your loss is {float(again.reshape(()).real):g}: subtract each row's own "
+                     "maximum (torch.log_softmax does), not one maximum for the whole tensor.")
+            hint(f"for {what} the loss should be {float(right):.4f}, yours is {float(again.reshape(())):.4f}.",
+                 generic=True)
+        require_graph(my_mlm_loss, (logits, labels), grad=(0,))
         passed(f"{float(value):.4f} nats: the mean over the 5 scored positions.")
     mistakes = [
         (-picked.mean(), "you averaged over every position: the positions labelled -100 are not scored; "
@@ -271,7 +348,20 @@ def _pad_case() -> list[torch.Tensor]:
 def pad_batch(my_pad_batch) -> None:
     """``my_pad_batch(seqs, pad_id)``: a list of 1-D id tensors -> ``(ids, key_mask)``, each
     ``(B, T_max)``, padded on the right with ``pad_id``; key_mask bool, True at real tokens."""
-    seqs = _pad_case()
+    g = torch.Generator().manual_seed(103)
+    cases = [(_pad_case(), PAD_ID),
+             # a real token equal to pad_id: the mask must come from the lengths, not from ids != pad_id
+             ([torch.tensor([CLS_ID, 5, 7]), torch.tensor([CLS_ID, 5]), torch.tensor([CLS_ID, 3, 5, 5, 9])], 5)]
+    for B in (1, 5):
+        seqs = [torch.cat([torch.tensor([CLS_ID]), torch.randint(N_CHARS, (int(n),), generator=g)])
+                for n in torch.randint(0, 9, (B,), generator=g)]
+        cases.append((seqs, PAD_ID))
+    for seqs, pad_id in cases:
+        _check_pad(my_pad_batch, seqs, pad_id)
+    passed("padded on the right; the mask marks the real tokens.")
+
+
+def _check_pad(my_pad_batch, seqs, PAD_ID) -> None:
     B, T = len(seqs), max(len(s) for s in seqs)
     lengths = torch.tensor([len(s) for s in seqs])
     want_mask = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
@@ -301,16 +391,16 @@ def pad_batch(my_pad_batch) -> None:
              "the attention module broadcasts it itself.")
     if tuple(key_mask.shape) != (B, T):
         hint(f"key_mask should have shape (B, T) = {(B, T)} (got {tuple(key_mask.shape)}).", generic=True)
-    left_ids = torch.full((B, T), PAD_ID)
-    for b, s in enumerate(seqs):
-        left_ids[b, T - len(s):] = s
-    if torch.equal(ids, left_ids):
-        hint("you padded on the left; pad on the right, so that every line starts at position 0 with its "
-             "[CLS] (the summary vector is read there).")
-    zero_ids = torch.where(want_mask, want_ids, torch.zeros_like(want_ids))
-    if torch.equal(ids, zero_ids):
-        hint("the padding is 0, which is a real token (the newline character); fill with `pad_id`.")
     if not torch.equal(ids, want_ids):
+        left_ids = torch.full((B, T), PAD_ID)
+        for b, s in enumerate(seqs):
+            left_ids[b, T - len(s):] = s
+        if torch.equal(ids, left_ids):
+            hint("you padded on the left; pad on the right, so that every line starts at position 0 with its "
+                 "[CLS] (the summary vector is read there).")
+        zero_ids = torch.where(want_mask, want_ids, torch.zeros_like(want_ids))
+        if torch.equal(ids, zero_ids):
+            hint("the padding is 0, which is a real token (the newline character); fill with `pad_id`.")
         hint("ids should hold each line's tokens from position 0, then `pad_id` up to the longest line's length.",
              generic=True)
     if key_mask.dtype != torch.bool:
@@ -318,14 +408,20 @@ def pad_batch(my_pad_batch) -> None:
             hint(f"right values, but key_mask must be a bool tensor (True = real token); got dtype "
                  f"{key_mask.dtype}. Comparisons such as < give bools.")
         hint(f"key_mask must be a bool tensor, True at real tokens (got dtype {key_mask.dtype}).")
-    if torch.equal(key_mask, ~want_mask):
-        hint("key_mask is inverted: True marks a REAL token (the companion's convention), False the padding. "
-             "(torch.nn.MultiheadAttention's key_padding_mask is the opposite.)")
-    if torch.equal(key_mask, ids != 0):
-        hint("a real token can have id 0 (the newline character): build the mask from the lengths, not from ids != 0.")
-    shifted = torch.arange(T)[None, :] <= lengths[:, None]
-    if torch.equal(key_mask, shifted) or torch.equal(key_mask, torch.arange(T)[None, :] < (lengths[:, None] - 1)):
-        hint("the mask is off by one: a line of length L has real tokens at positions 0 .. L-1.")
     if not torch.equal(key_mask, want_mask):
+        if torch.equal(key_mask, ~want_mask):
+            hint("key_mask is inverted: True marks a REAL token (the companion's convention), False the padding. "
+                 "(torch.nn.MultiheadAttention's key_padding_mask is the opposite.)")
+        if torch.equal(key_mask, ids != 0):
+            hint("a real token can have id 0 (the newline character): build the mask from the lengths, not from "
+                 "ids != 0.")
+        if torch.equal(key_mask, ids != PAD_ID):
+            hint(f"a real token can have the id `pad_id` (here {PAD_ID}): build the mask from the lengths of the "
+                 "lines, not from ids != pad_id.")
+        shifted = torch.arange(T)[None, :] <= lengths[:, None]
+        if torch.equal(key_mask, shifted) or torch.equal(key_mask, torch.arange(T)[None, :] < (lengths[:, None] - 1)):
+            hint("the mask is off by one: a line of length L has real tokens at positions 0 .. L-1.")
         hint("key_mask[b, t] should be True exactly when t < the length of line b.", generic=True)
-    passed("padded on the right; the mask marks the real tokens.")
+    if out[0].dtype != seqs[0].dtype:
+        hint(f"the values are right, but ids has dtype {out[0].dtype}: keep the dtype of the lines, "
+             f"{seqs[0].dtype} (a LongTensor: the embedding indexes with it).")

@@ -6,7 +6,7 @@ import re
 
 import torch
 
-from ._core import as_count, checker, close, first_difference, hint, passed, require_tensor, source_facts
+from ._core import require_graph, as_count, checker, close, first_difference, hint, passed, require_tensor, source_facts
 
 
 @checker("Exercise 3.1")
@@ -116,6 +116,7 @@ def multi_head(my_multi_head) -> None:
             hint(f"the values are right, but your code loops over the heads (`for ... in {over_heads[0]}`): the "
                  "exercise asks to attend in all heads at once, with one batched matrix product over the "
                  "(B, h, T, d_head) tensors.")
+        require_graph(my_multi_head, cases[0])
         passed("project, split into heads, attend in every head at once, merge, project back with W_O.")
     for got, e in zip(answers, expected):
         if got.shape != e.shape:

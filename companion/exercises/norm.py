@@ -11,7 +11,7 @@ import torch
 
 import torch.nn.functional as F
 
-from ._core import (checker, close, first_difference, hint, library, passed, require_tensor, source_facts,
+from ._core import (require_graph, checker, close, first_difference, hint, library, passed, require_tensor, source_facts,
                     uses_companion)
 from .rules import watch
 
@@ -75,7 +75,8 @@ def layer_norm(my_layer_norm) -> None:
             hint("use the biased variance (divide by d, `unbiased=False`), as LayerNorm does; "
                  "`torch.var` divides by d - 1 by default.")
         if eps > 0.1 and close(out, _normalize(x, -1, 0.0) * w + b):
-            hint("`eps` is missing: divide by sqrt(var + eps). It keeps a row of equal values from a division by 0.")
+            hint(f"`eps` is missing (or fixed to a tiny number): divide by sqrt(var + eps) with the `eps` you are given "
+                 f"(here {eps}). It keeps a row of equal values from a division by 0.")
         if close(out, (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, unbiased=False) + eps) * w + b):
             hint("divide by the standard deviation, sqrt(var + eps), not by the variance.")
         if close(out, _normalize(x, -1, eps)):
@@ -90,6 +91,7 @@ def layer_norm(my_layer_norm) -> None:
             hint("you centred each row but did not divide by its standard deviation sqrt(var + eps).")
         hint("the values differ from (x - mean) / sqrt(var + eps) * weight + bias, with mean and var over "
              f"each row: {first_difference(out, right)}.", generic=True)
+    require_graph(my_layer_norm, (*_inputs(3), 1e-5))
     passed("each token is normalized over its own features, with eps inside the square root.")
 
 
@@ -113,13 +115,15 @@ def batch_norm(my_batch_norm) -> None:
         if close(out, _normalize(x, 0, eps, unbiased=True)):
             hint("normalize with the biased variance (divide by n, `unbiased=False`), as BatchNorm does in training.")
         if eps > 0.1 and close(out, _normalize(x, 0, 0.0)):
-            hint("`eps` is missing: divide by sqrt(var + eps).")
+            hint(f"`eps` is missing (or fixed to a tiny number): divide by sqrt(var + eps) with the `eps` you are "
+                 f"given (here {eps}).")
         if close(out, (x - x.mean(0, keepdim=True)) / (x.var(0, keepdim=True, unbiased=False) + eps)):
             hint("divide by the standard deviation, sqrt(var + eps), not by the variance.")
         if close(out, x - x.mean(0, keepdim=True)):
             hint("you centred each column but did not divide by its standard deviation sqrt(var + eps).")
         hint("the values differ from (x - mean) / sqrt(var + eps) with mean and var of each column: "
              f"{first_difference(out, right)}.", generic=True)
+    require_graph(my_batch_norm, (_inputs(3)[0], 1e-5))
     passed("each feature is normalized over the batch; compare with the LayerNorm rows above.")
 
 
@@ -151,7 +155,9 @@ def rms_norm(my_rms_norm) -> None:
                 out, x / torch.sqrt(x.mean(-1, keepdim=True).pow(2) + eps) * w):
             hint("square first, then average: mean(x**2), the mean of the squares (not the square of the mean).")
         if eps > 0.1 and close(out, x / torch.sqrt(ms) * w):
-            hint("`eps` is missing: divide by sqrt(mean(x**2) + eps).")
+            hint(f"`eps` is missing (or fixed to a tiny number): divide by sqrt(mean(x**2) + eps) with the `eps` "
+                 f"you are given (here {eps}).")
         hint("the values differ from x / sqrt(mean(x**2 over the row) + eps) * weight: "
              f"{first_difference(out, right)}.", generic=True)
+    require_graph(my_rms_norm, (*_inputs(3)[:2], 1e-5))
     passed("RMSNorm rescales each token without centring it.")

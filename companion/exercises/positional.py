@@ -13,6 +13,7 @@ import math
 import torch
 
 from ._core import checker, close, describe, first_difference, hint, passed, source_facts, uses_companion
+from . import rules
 from .rules import watch
 
 __all__ = ["sinusoidal", "shift_block", "score_terms"]
@@ -168,8 +169,14 @@ def shift_block(my_shift_block) -> None:
 def score_terms(my_score_terms) -> None:
     """``my_score_terms(x_i, p_i, x_j, p_j, W_q, W_k)`` -> the four terms (content-content,
     content-position, position-content, position-position) whose sum is ``q_i . k_j``."""
-    for seed, d, d_k in ((5, 6, 4), (15, 3, 7), (25, 16, 1)):
-        score = _check_score_terms(my_score_terms, torch.Generator().manual_seed(seed), d, d_k)
+    scores = [_check_score_terms(my_score_terms, torch.Generator().manual_seed(seed), d, d_k)
+              for seed, d, d_k in ((5, 6, 4), (15, 3, 7), (25, 16, 1))]
+    score = scores[0]  # the worked case's score, for the message
+    x = torch.ones(2, dtype=torch.float64)
+    terms = my_score_terms(x, x, x, x, torch.eye(2, dtype=torch.float64), torch.eye(2, dtype=torch.float64))
+    if not isinstance(terms, tuple):
+        hint(f"the values are right, but return a tuple of the four terms, (cc, cp, pc, pp), as the exercise asks; "
+             f"you returned {describe(terms)}.")
     passed(f"the four terms add up to q_i . k_j = {score:.4f}; only the last one depends on positions alone.")
 
 
@@ -336,6 +343,11 @@ def rotate_pair(my_rotate_pair) -> None:
         if not torch.equal(x, torch.tensor([x0, x1], dtype=torch.float64)):
             hint("your function changed x in place: return a new tensor and leave x as it was (RoPE "
                  "turns the same query for many positions).")
+        if not rules.is_remote(my_rotate_pair) and isinstance(out, torch.Tensor) and out.numel() and \
+                out.untyped_storage().data_ptr() == \
+                x.untyped_storage().data_ptr():
+            hint("your function returned x itself (or a view of it) for this pair: return a NEW tensor, so that "
+                 "changing the result never changes x (torch.stack([...]) or x.clone()).")
         values, problem = _as_pair(out)
         right = _turn(x0, x1, position * theta)
         if problem:

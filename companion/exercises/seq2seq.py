@@ -18,7 +18,7 @@ from collections import Counter
 
 import torch
 
-from ._core import checker, close, describe, hint, passed
+from ._core import require_graph, checker, close, describe, hint, passed
 
 __all__ = ["teacher_forcing", "masked_cross_attention", "char_ngram_precision_recall"]
 
@@ -184,6 +184,10 @@ def masked_cross_attention(my_cross_attention) -> None:
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         hint(f"return a pair `(out, weights)` (got {type(got).__name__}).")
     out, w = got
+    if (isinstance(out, torch.Tensor) and isinstance(w, torch.Tensor) and tuple(out.shape) == (B, T, S)
+            and tuple(w.shape) == (B, T, d) and S != d):
+        hint("the pair is the other way round: return `(out, weights)`, the output (B, T, d) first, then the "
+             "weights (B, T, S).")
     for name, t, shape in (("weights", w, (B, T, S)), ("out", out, (B, T, d))):
         if not isinstance(t, torch.Tensor):
             hint(f"`{name}` must be a tensor (got {type(t).__name__}).")
@@ -197,6 +201,7 @@ def masked_cross_attention(my_cross_attention) -> None:
         if t.is_complex() or t.dtype == torch.bool:
             hint(f"`{name}` must hold real numbers (a float tensor) (got dtype {t.dtype}).")
     if close(w, want_w) and close(out, want_out):
+        require_graph(my_cross_attention, (q, k, v, mask), grad=(0, 1, 2))
         passed("padded source positions get weight exactly 0.")
     variants = [
         ("no mask", "the padded source positions get weight: set their scores to -inf before the softmax "

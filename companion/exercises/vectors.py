@@ -1,13 +1,14 @@
 """Checkers for the exercises of chapter 1 (dot products)."""
 from __future__ import annotations
 
+import inspect
 import math
 import random
 
 import numpy as np
 import torch
 
-from ._core import (attempt, checker, close, describe, first_difference, hint, passed, require_tensor, safe_float,
+from ._core import (require_graph, attempt, checker, close, describe, first_difference, hint, passed, require_tensor, safe_float,
                     source_facts, uses_numpy, uses_torch)
 from .rules import watch
 
@@ -31,6 +32,7 @@ def _random_dot_cases(seed: int = 11):
     a = [round(rng.uniform(-3, 3), 3) for _ in range(6)]
     b = [round(rng.uniform(-3, 3), 3) for _ in range(6)]
     cases.append((a, b, math.fsum(x * y for x, y in zip(a, b))))
+    cases.append(([], [], 0))  # two empty vectors: a sum of no products is 0
     return cases
 
 
@@ -43,6 +45,14 @@ def _is_number(x) -> bool:
     if isinstance(x, (torch.Tensor, np.ndarray)):
         return x.size == 1 if isinstance(x, np.ndarray) else (x.numel() == 1 and x.dtype != torch.bool and not x.is_complex())
     return False
+
+
+def _skips(my_dot) -> bool:
+    """True when my_dot also skips the first or the last position on another pair (not a coincidence)."""
+    a, b = [2, -1, 3, 5], [4, 6, -2, 1]
+    got = safe_float(my_dot(list(a), list(b)))
+    return got is not None and got in (sum(x * y for x, y in zip(a[:-1], b[:-1])),
+                                       sum(x * y for x, y in zip(a[1:], b[1:])))
 
 
 def _plain_python(used: str = "") -> None:
@@ -75,15 +85,20 @@ def dot_by_hand(my_dot) -> None:
             if math.isclose(value, sum(a) + sum(b)):
                 hint("you added all the numbers; multiply a_i by b_i at each position, then add the products.")
             if len(a) > 1 and (math.isclose(value, sum(x * y for x, y in zip(a[:-1], b[:-1])))
-                               or math.isclose(value, sum(x * y for x, y in zip(a[1:], b[1:])))):
+                               or math.isclose(value, sum(x * y for x, y in zip(a[1:], b[1:])))) and _skips(my_dot):
                 hint("your loop skips one position: use every index, range(len(a)).")
+            if math.isclose(value, abs(expected)) and expected < 0:
+                hint("you returned the absolute value: a dot product is negative when the vectors point in "
+                     "opposite directions; return the sum of the products as it is.")
             if math.isclose(value, -expected) and expected != 0:
                 hint("the sign is flipped: add the products a_i * b_i, do not subtract them.")
             hint(f"my_dot({a}, {b}) returned {value:g}, expected {expected:g}.", generic=True)
     if uses_numpy(seen, facts) or uses_torch(seen, facts):
         used = sorted(seen.torch_calls)[:3]
         _plain_python(f" (you called {', '.join(used)})" if used else "")
-    if facts.parsed and not facts.loops:
+    name = getattr(inspect.unwrap(my_dot), "__name__", "")
+    in_disguise = {"map", "starmap", "reduce", "accumulate", name} & facts.names  # a map, a fold, or recursion
+    if facts.parsed and not facts.loops and not in_disguise:
         hint("the values are right, but the exercise asks for a loop: for a_i, b_i in zip(a, b): "
              "total += a_i * b_i (or the same as a generator inside sum()).")
     for a, b in (([1, 2, 3], [1, 2]), ([4], [1, 2, 3]), ([], [5])):
@@ -94,8 +109,7 @@ def dot_by_hand(my_dot) -> None:
         if not isinstance(error, ValueError):
             hint(f"vectors of different lengths should raise ValueError; yours raised {type(error).__name__}. "
                  "Check the lengths first: if len(a) != len(b): raise ValueError(...).")
-    passed("the three examples (32, 14 and 22) and random vectors are right, and vectors of different "
-           "lengths are refused.")
+    passed("all three examples (32, 14 and 22) are right, and vectors of different lengths are refused.")
 
 
 def _cosine_cases():
@@ -112,6 +126,7 @@ def _cosine_cases():
         cases.append((a, b))
     a = torch.randn(5, generator=g, dtype=torch.float64)
     cases.append((a, -2.5 * a))  # opposite directions: exactly -1
+    cases.append((torch.tensor([2.0, 0.0]), torch.tensor([0.0, 3.0])))  # orthogonal: exactly 0
     return cases
 
 
@@ -155,7 +170,7 @@ def cosine(my_cosine) -> None:
                 hint("divide by the product of the lengths |a| * |b|, not their sum.")
             if close(value, torch.arccos(expected), **tol) or close(value, torch.rad2deg(torch.arccos(expected)), **tol):
                 hint("you returned the angle itself; the exercise asks for its cosine.")
-            if close(value, 1 - expected, **tol):
+            if close(value, 1 - expected, **tol) and abs(float(expected)) > 1e-6:  # at cos 0, 1 - cos is just 1
                 hint("that is the cosine distance, 1 - cos; return the cosine itself.")
             if close(value, -expected, **tol) or close(value, abs(expected), **tol):
                 hint("the sign is wrong: the cosine is negative when the angle is wider than 90°; do not "
@@ -167,6 +182,7 @@ def cosine(my_cosine) -> None:
         used = ", ".join(shortcuts) if shortcuts else "NumPy"
         hint(f"the values are right, but the exercise allows only @ (or torch.dot) and torch.sqrt, and "
              f"you used {used}: the length of a is torch.sqrt(a @ a).")
+    require_graph(my_cosine, (torch.tensor([3.0, 5.0]), torch.tensor([-2.0, 4.0])))
     passed("cosine similarity is the dot product of the two directions (unit vectors).")
 
 
@@ -201,6 +217,7 @@ def all_pairs(my_all_scores) -> None:
             kind = sorted(facts.loops)[0] if facts.loops else "map"
             hint(f"the values are right, but the exercise asks for no Python loop (your code has a {kind}): "
                  "one matrix product, Q @ K.T, computes every score at once.")
+        require_graph(my_all_scores, (Q, K))
         passed("S = Q Kᵀ holds every score S[i, j] = q_i · k_j, computed in one matrix product.")
     if close(got, expected.T):
         hint("you computed K Qᵀ, the transpose: rows must be queries and columns keys, S = Q Kᵀ.")
@@ -214,6 +231,23 @@ def all_pairs(my_all_scores) -> None:
         hint(f"for Q of shape (4, 3) and K of shape (5, 3) expected shape (4, 5) with "
              f"S[i, j] = Q[i] · K[j]; got shape {tuple(got.shape)}.", generic=True)
     hint(f"S[i, j] should be Q[i] · K[j]: {first_difference(got, expected, 'S')}.", generic=True)
+
+
+def _fixed_scale(fn, got, raw, d, gen):
+    """The constant c when ``got`` is ``raw / c`` and the function divides by the same c for
+    another width too (a number written into the code), else None."""
+    try:
+        c = float((raw * raw).sum() / (raw * got.to(raw.dtype)).sum())
+    except Exception:  # noqa: BLE001 - a shape or dtype that does not compare: not this mistake
+        return None
+    if not math.isfinite(c) or c == 0 or not close(got, raw / c):
+        return None
+    d2 = 7 if d != 7 else 5
+    Q, K = torch.randn(3, d2, generator=gen, dtype=raw.dtype), torch.randn(2, d2, generator=gen, dtype=raw.dtype)
+    other = fn(Q.clone(), K.clone())
+    if isinstance(other, torch.Tensor) and close(other, (Q @ K.T) / c):
+        return c
+    return None
 
 
 @checker("Exercise 1.4")
@@ -231,6 +265,10 @@ def scaled_scores(my_scaled_scores) -> None:
             continue
         if close(got, raw):
             hint("these are the raw scores: divide by sqrt(d).")
+        scale = _fixed_scale(my_scaled_scores, got, raw, d, gen)
+        if scale is not None:
+            hint(f"you divided by {scale:.4g} whatever the width: compute the scale from the input, "
+                 f"math.sqrt(Q.shape[-1]), not from the example's numbers (for d = {d} it is {math.sqrt(d):.4g}).")
         if close(got, raw / d):
             hint("you divided by d; the variance of q · k grows like d, so its spread (standard deviation) "
                  "grows like sqrt(d): divide by sqrt(d).")
@@ -250,4 +288,5 @@ def scaled_scores(my_scaled_scores) -> None:
                  generic=True)
         hint(f"expected Q @ K.T / sqrt(d) with d = Q.shape[-1] = {d}: {first_difference(got, right, 'S')}.",
              generic=True)
+    require_graph(my_scaled_scores, (torch.randn(3, 4), torch.randn(2, 4)))
     passed("dividing by sqrt(d) brings the variance of the scores back to about 1, whatever d.")

@@ -435,3 +435,45 @@ CASES += junk_cases(MODULE, {
     "1.3": ("all_pairs", "my_all_scores", "Q, K"),
     "1.4": ("scaled_scores", "my_scaled_scores", "Q, K"),
 })
+
+
+# ------------------------------------------------------------- batch 2 ---
+dot("right_map_operator_mul", "right", "sum(map(operator.mul, a, b)): a loop in disguise, no NumPy or PyTorch", """
+import operator
+def my_dot(a, b):
+    if len(a) != len(b):
+        raise ValueError("different lengths")
+    return sum(map(operator.mul, a, b))
+""")
+dot("recursion", "right", "recursive (a loop in disguise, no library)", """
+def my_dot(a, b):
+    if len(a) != len(b):
+        raise ValueError("lengths differ")
+    if not a:
+        return 0
+    return a[0] * b[0] + my_dot(a[1:], b[1:])
+""")
+cos("zero_division_guard_wrong", "wrong", "returns 1.0 when the dot product is 0 (mistaken guard)", """
+def my_cosine(a, b):
+    d = a @ b
+    if d == 0:
+        return 1.0
+    return d / torch.sqrt((a @ a) * (b @ b))
+""")
+cos("squared_cosine", "wrong", "returns cos squared (forgot one sqrt on the numerator side)", """
+def my_cosine(a, b):
+    return (a @ b) ** 2 / ((a @ a) * (b @ b))
+""")
+allp("matmul_on_numpy_back", "wrong", "NumPy product turned back into a tensor: float64 for float32 input, no gradient", """
+def my_all_scores(Q, K):
+    return torch.from_numpy(Q.numpy() @ K.numpy().T).double()
+""")
+allp("map_loop", "wrong", "a loop hidden in map()", """
+def my_all_scores(Q, K):
+    return torch.stack(list(map(lambda q: K @ q, Q)))
+""")
+scaled("sqrt_of_tensor_shape", "wrong", "divides by sqrt(n * d) from Q.shape product", """
+def my_scaled_scores(Q, K):
+    n, d = Q.shape
+    return Q @ K.T / math.sqrt(n * d)
+""")

@@ -389,3 +389,53 @@ CASES += junk_cases(MODULE, {
     "2.3": ("causal", "my_causal_mask", "T"),
     "2.4": ("padding", "my_padding_mask", "lengths, S"),
 })
+
+
+# ------------------------------------------------------------- batch 2 ---
+sm("getattr_softmax", "wrong", "the banned softmax fetched with getattr", """
+def my_softmax(x):
+    fn = getattr(torch, "soft" + "max")
+    return fn(x, dim=-1)
+""")
+sm("aten_softmax", "wrong", "the banned op through torch.ops.aten", """
+def my_softmax(x):
+    return torch.ops.aten._softmax(x, -1, False)
+""")
+sm("log_softmax_exp", "wrong", "exp(log_softmax): a library softmax in disguise", """
+def my_softmax(x):
+    return torch.log_softmax(x, dim=-1).exp()
+""")
+sm("in_place_division_breaks_autograd", "wrong", "e /= e.sum(): right values, but backward fails (exp's output modified in place)", """
+def my_softmax(x):
+    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+    e /= e.sum(dim=-1, keepdim=True)
+    return e
+""")
+sm("float32_cast", "wrong", "casts to float32: a float64 input comes back float32 (low severity)", """
+def my_softmax(x):
+    x = x.float()
+    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+    return e / e.sum(dim=-1, keepdim=True)
+""")
+sm("detached", "wrong", "detaches the result: no gradient flows (the text does not ask for gradients; medium severity)", """
+def my_softmax(x):
+    e = torch.exp(x - x.amax(dim=-1, keepdim=True)).detach()
+    return e / e.sum(dim=-1, keepdim=True)
+""")
+att("numpy_roundtrip", "wrong", "computes in NumPy and wraps the result: no gradient, float64", """
+import numpy as np
+def my_attention(Q, K, V):
+    q, k, v = Q.detach().numpy(), K.detach().numpy(), V.detach().numpy()
+    s = q @ k.T / np.sqrt(q.shape[-1])
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return torch.from_numpy((e / e.sum(-1, keepdims=True)) @ v)
+""")
+causal("T_as_float", "wrong", "torch.ones(T, T) and > instead of >=", """
+def my_causal_mask(T):
+    i = torch.arange(T)
+    return i[:, None] > i[None, :]
+""")
+pad("lengths_as_last_index", "wrong", "treats lengths as the last real index (j <= L - 0)", """
+def my_padding_mask(lengths, S):
+    return torch.arange(S).unsqueeze(0) <= lengths.unsqueeze(1) - 0
+""")

@@ -332,3 +332,28 @@ CASES += junk_cases(MODULE, {
     "3.2": ("split_heads", "my_split_heads", "x, n_heads"),
     "3.3": ("multi_head", "my_multi_head", "x, W_Q, W_K, W_V, W_O, n_heads"),
 })
+
+
+# ------------------------------------------------------------- batch 2 ---
+cnt("bias_as_int_flag_times_heads", "wrong", "multiplies the bias count by n_heads", """
+def my_count(d_model, n_heads, bias):
+    return 4 * d_model * d_model + 4 * d_model * n_heads * int(bias)
+""")
+split("reshape_no_contiguous_wrong_order", "wrong", "reshape(B, h, T, dh) after transpose(1, 2) of x", """
+def my_split_heads(x, n_heads):
+    B, T, d = x.shape
+    return x.transpose(1, 2).reshape(B, n_heads, T, d // n_heads)
+""")
+mh("sdpa_scale_d", "wrong", "torch attention on split heads, with scale 1/sqrt(d_model)", _SPLIT + """
+import torch.nn.functional as F
+def my_multi_head(x, W_Q, W_K, W_V, W_O, n_heads):
+    q, k, v = (_split(x @ W, n_heads) for W in (W_Q, W_K, W_V))
+    o = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(x.shape[-1]))
+    return _merge(o) @ W_O
+""")
+mh("W_O_transposed", "wrong", "merged @ W_O.T", _SPLIT + """
+def my_multi_head(x, W_Q, W_K, W_V, W_O, n_heads):
+    q, k, v = (_split(x @ W, n_heads) for W in (W_Q, W_K, W_V))
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)
+    return _merge(w @ v) @ W_O.T
+""")

@@ -331,3 +331,41 @@ CASES += junk_cases(MODULE, {
     "4.2": ("batch_norm", "my_batch_norm", "x, eps"),
     "4.3": ("rms_norm", "my_rms_norm", "x, weight, eps"),
 })
+
+
+# ------------------------------------------------------------- batch 2 ---
+ln("getattr_layer_norm", "wrong", "the banned layer_norm fetched with getattr", """
+import torch.nn.functional as F
+def my_layer_norm(x, weight, bias, eps):
+    fn = getattr(F, "layer" + "_norm")
+    return fn(x, (x.shape[-1],), weight, bias, eps)
+""")
+ln("group_norm_one_group", "wrong", "F.group_norm with one group: a library normalization in disguise", """
+import torch.nn.functional as F
+def my_layer_norm(x, weight, bias, eps):
+    return F.group_norm(x, 1, eps=eps) * weight + bias
+""")
+ln("no_grad", "wrong", "computes under torch.no_grad(): no gradient reaches weight or bias (the text does not ask for gradients; medium severity)", """
+def my_layer_norm(x, weight, bias, eps):
+    with torch.no_grad():
+        mu = x.mean(-1, keepdim=True)
+        var = ((x - mu) ** 2).mean(-1, keepdim=True)
+        return (x - mu) / torch.sqrt(var + eps) * weight + bias
+""")
+ln("float32_cast", "wrong", "casts to float32: a float64 input comes back float32 (low severity)", """
+def my_layer_norm(x, weight, bias, eps):
+    x = x.float()
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * weight.float() + bias.float()
+""")
+bn("instance_norm", "wrong", "F.instance_norm over rows: layer norm again", """
+import torch.nn.functional as F
+def my_batch_norm(x, eps):
+    return F.instance_norm(x.unsqueeze(0), eps=eps).squeeze(0)
+""")
+rms("F_rms_norm", "right", "torch.nn.functional.rms_norm (not banned in 4.3)", """
+import torch.nn.functional as F
+def my_rms_norm(x, weight, eps):
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+""")

@@ -437,6 +437,21 @@ def my_rotate_pair(x, position, theta):
 """)
 
 
+rot("returns_x_when_zero_angle", "wrong", "returns x itself (not a new tensor) when the angle is 0", """
+def my_rotate_pair(x, position, theta):
+    a = position * theta
+    if a == 0:
+        return x
+    c, s = math.cos(a), math.sin(a)
+    return torch.stack([x[0] * c - x[1] * s, x[0] * s + x[1] * c])
+""")
+rot("python_list_out", "wrong", "returns a Python list of two floats", """
+def my_rotate_pair(x, position, theta):
+    a = position * theta
+    x0, x1 = x.tolist()
+    return [x0 * math.cos(a) - x1 * math.sin(a), x0 * math.sin(a) + x1 * math.cos(a)]
+""")
+
 # ---------------------------------------------------------------- junk ---
 # The same battery of junk answers for every exercise (see _junk.py).
 import pathlib as _pathlib
@@ -451,3 +466,45 @@ CASES += junk_cases(MODULE, {
     "5.3": ("score_terms", "my_score_terms", "x_i, p_i, x_j, p_j, W_q, W_k"),
     "5.4": ("rotate_pair", "my_rotate_pair", "x, position, theta"),
 })
+
+
+# ------------------------------------------------------------- batch 2 ---
+sin("float16", "wrong", "builds the table in float16", """
+def my_sinusoidal(T, D):
+    pos = torch.arange(T, dtype=torch.float16)[:, None]
+    j2 = (torch.arange(D) // 2 * 2).to(torch.float16)
+    ang = pos / torch.tensor(10000.0, dtype=torch.float16) ** (j2 / D)
+    return torch.where(torch.arange(D) % 2 == 0, torch.sin(ang), torch.cos(ang))
+""")
+sin("lookup_table_T50_D16", "wrong", "precomputed table for the notebook's (50, 16) only", """
+_TABLE = {}
+def my_sinusoidal(T, D):
+    if (T, D) not in _TABLE:
+        P = torch.zeros(50, 16)
+        for i in range(50):
+            for c in range(16):
+                a = i / 10000 ** ((c // 2 * 2) / 16)
+                P[i, c] = math.sin(a) if c % 2 == 0 else math.cos(a)
+        _TABLE[(T, D)] = P
+    return _TABLE[(T, D)]
+""")
+shift("companion_shift_matrix", "wrong", "the companion's shift_matrix (frequency 1 only)", """
+from companion.positional import shift_matrix
+def my_shift_block(k, w):
+    return shift_matrix(k, 2)
+""")
+terms("mutates_x_i", "wrong", "x_i += p_i in place to get q", """
+def my_score_terms(x_i, p_i, x_j, p_j, W_q, W_k):
+    cc = (x_i @ W_q) @ (x_j @ W_k)
+    cp = (x_i @ W_q) @ (p_j @ W_k)
+    pc = (p_i @ W_q) @ (x_j @ W_k)
+    pp = (p_i @ W_q) @ (p_j @ W_k)
+    x_i += p_i
+    return (cc, cp, pc, pp)
+""")
+rot("degrees", "wrong", "treats theta as degrees", """
+def my_rotate_pair(x, position, theta):
+    a = math.radians(position * theta)
+    c, s = math.cos(a), math.sin(a)
+    return torch.stack([x[0] * c - x[1] * s, x[0] * s + x[1] * c])
+""")

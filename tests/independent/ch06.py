@@ -309,3 +309,30 @@ CASES += junk_cases(MODULE, {
     "6.2": ("pre_norm_block", "my_pre_norm_block", "x, attn, ff, norm1, norm2"),
     "6.3": ("block_params", "my_block_params", "d_model, n_heads, d_ff"),
 })
+
+
+# ------------------------------------------------------------- batch 2 ---
+ffn("numpy_roundtrip", "wrong", "NumPy computation wrapped back: float64, no gradient", """
+import numpy as np
+def my_feed_forward(x, W1, b1, W2, b2):
+    h = np.maximum(x.detach().numpy() @ W1.detach().numpy() + b1.detach().numpy(), 0)
+    return torch.from_numpy(h @ W2.detach().numpy() + b2.detach().numpy())
+""")
+pre("norm1_called_twice", "right", "calls norm1(x) twice (redundant but correct)", """
+def my_pre_norm_block(x, attn, ff, norm1, norm2):
+    h = x + attn(norm1(x))
+    assert h.shape == norm1(x).shape
+    return h + ff(norm2(h))
+""")
+pre("attn_gets_x_and_norm", "wrong", "attention output added to norm1(x) plus x (double residual)", """
+def my_pre_norm_block(x, attn, ff, norm1, norm2):
+    n = norm1(x)
+    h = x + n + attn(n)
+    return h + ff(norm2(h))
+""")
+bp("gpt2_total_not_block", "wrong", "returns the whole GPT-2 small total, not one block", """
+def my_block_params(d_model, n_heads, d_ff):
+    d = d_model
+    block = 4 * d * d + 2 * d * d_ff + 9 * d + d_ff
+    return 12 * block + 50257 * d + 1024 * d + 2 * d
+""")

@@ -574,6 +574,21 @@ def my_train_step(model, optimizer, x, y, max_norm):
 """)
 
 
+sh("int32_ids", "wrong", "converts the ids to int32", """
+def my_shift(window):
+    w = window.int()
+    return w[:, :-1], w[:, 1:]
+""")
+fw("no_grad", "wrong", "runs under torch.no_grad(): the logits cannot train the model (medium severity)", """
+@torch.no_grad()
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(T))
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    return model.head(model.final_norm(x))
+""")
+
 # ---------------------------------------------------------------- junk ---
 # The same battery of junk answers for every exercise (see _junk.py).
 import pathlib as _pathlib
@@ -589,3 +604,84 @@ CASES += junk_cases(MODULE, {
     "7.4": ("gpt_forward", "my_gpt_forward", "model, idx"),
     "7.5": ("train_step", "my_train_step", "model, optimizer, x, y, max_norm"),
 })
+
+
+# ------------------------------------------------------------- batch 2 ---
+ce("numpy_loss", "wrong", "computes the loss in NumPy and wraps it: no gradient", """
+import numpy as np
+def my_cross_entropy(logits, targets):
+    z = logits.detach().numpy()
+    z = z - z.max(-1, keepdims=True)
+    lp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    picked = np.take_along_axis(lp, targets.numpy()[..., None], -1)
+    return torch.tensor(-picked.mean())
+""")
+ce("getattr_cross_entropy", "wrong", "the banned call fetched with getattr", """
+def my_cross_entropy(logits, targets):
+    fn = getattr(F, "cross" + "_entropy")
+    return fn(logits.flatten(0, 1), targets.flatten())
+""")
+ce("label_smoothing_manual", "wrong", "mixes in 10% of the mean log-probability (label smoothing)", """
+def my_cross_entropy(logits, targets):
+    lp = torch.log_softmax(logits, dim=-1)
+    nll = -lp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return (0.9 * nll - 0.1 * lp.mean(-1)).mean()
+""")
+ce("right_nll_loss", "right", "F.nll_loss on log_softmax (only F.cross_entropy is banned)", """
+def my_cross_entropy(logits, targets):
+    lp = torch.log_softmax(logits, dim=-1)
+    return F.nll_loss(lp.reshape(-1, lp.size(-1)), targets.reshape(-1))
+""")
+sh("modifies_window", "wrong", "shifts by writing into window in place", """
+def my_shift(window):
+    x = window[:, :-1].clone()
+    window[:, :-1] = window[:, 1:].clone()
+    return x, window[:, :-1]
+""")
+fw("positions_arange_B", "wrong", "torch.arange(B) for the positions (B and T confused)", """
+def my_gpt_forward(model, idx):
+    B, T = idx.shape
+    pos = torch.arange(B).unsqueeze(1).expand(B, T) % model.pos_emb.num_embeddings
+    x = model.tok_emb(idx) + model.pos_emb(pos)
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    return model.head(model.final_norm(x))
+""")
+ts("zero_grad_at_end", "wrong", "zeroes the gradients after the step instead of first", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    loss = _loss(model, x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.item()
+""")
+ts("norm_type_1", "wrong", "clips the L1 norm", _LOSS + """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    loss = _loss(model, x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, norm_type=1)
+    optimizer.step()
+    return loss.item()
+""")
+ts("ignore_index_0", "wrong", "ignore_index=0 drops a real token from the loss", """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    logits, _ = model(x)
+    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=0)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+""")
+ts("label_smoothing", "wrong", "label_smoothing=0.1", """
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    logits, _ = model(x)
+    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), label_smoothing=0.1)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+""")

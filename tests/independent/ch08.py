@@ -604,6 +604,28 @@ def my_cached_attention(q_new, k_new, v_new, cache):
 """)
 
 
+kv("cache_as_list", "wrong", "keeps the cache as Python lists of (B, 1, d) tensors", """
+def my_cached_attention(q_new, k_new, v_new, cache):
+    if cache.get("k") is None:
+        cache["k"], cache["v"] = [], []
+    cache["k"].append(k_new)
+    cache["v"].append(v_new)
+    K, V = torch.cat(cache["k"], 1), torch.cat(cache["v"], 1)
+    w = torch.softmax(q_new @ K.transpose(1, 2) / math.sqrt(q_new.shape[-1]), -1)
+    return w @ V
+""")
+kv("squeezed_output", "wrong", "returns (B, d), dropping the time dimension", _APPEND + """
+def my_cached_attention(q_new, k_new, v_new, cache):
+    _append(cache, k_new, v_new)
+    w = torch.softmax(q_new @ cache["k"].transpose(1, 2) / math.sqrt(q_new.shape[-1]), -1)
+    return (w @ cache["v"]).squeeze(1)
+""")
+gs("int32_out", "wrong", "returns int32 ids", """
+def my_greedy_step(model, ids):
+    nxt = model(ids)[:, -1].argmax(-1, keepdim=True)
+    return torch.cat([ids, nxt], 1).int()
+""")
+
 # ---------------------------------------------------------------- junk ---
 # The same battery of junk answers for every exercise (see _junk.py).
 import pathlib as _pathlib
@@ -619,3 +641,65 @@ CASES += junk_cases(MODULE, {
     "8.4": ("top_k_filter", "my_top_k", "logits, k"),
     "8.5": ("cached_attention", "my_cached_attention", "q_new, k_new, v_new, cache"),
 })
+
+
+# ------------------------------------------------------------- batch 2 ---
+gs("tuple_model_output", "wrong", "unpacks model(ids) as (logits, loss) like the companion GPT", """
+def my_greedy_step(model, ids):
+    logits, _ = model(ids)
+    nxt = logits[:, -1].argmax(-1, keepdim=True)
+    return torch.cat([ids, nxt], 1)
+""")
+bs("drops_minus_inf_but_scores_probs", "wrong", "ranks by probability product but reports log scores (ties to ranks are same, scores right) -- uses beam probs multiplied", """
+def my_beam_step(beam_scores, next_probs, k, eos_id):
+    joint = torch.exp(beam_scores)[:, None] * next_probs
+    V = joint.shape[1]
+    alive, finished = [], []
+    for i in torch.sort(joint.flatten(), descending=True, stable=True).indices.tolist():
+        p, t = divmod(i, V)
+        s = float(joint.flatten()[i])
+        (finished if t == eos_id else alive).append((p, t, s))
+        if len(alive) == k:
+            break
+    return alive, finished
+""")
+lr("alpha_on_score", "wrong", "score ** alpha / length", """
+def my_length_ranking(scores, lengths, alpha):
+    return sorted(range(len(scores)), key=lambda i: -(-abs(scores[i]) ** max(alpha, 1e-9)) / lengths[i])
+""")
+tk("returns_mask", "wrong", "returns the boolean keep-mask, not the logits", """
+def my_top_k(logits, k):
+    kth = logits.topk(k, dim=-1).values[:, -1:]
+    return logits >= kth
+""")
+tk("nan_fill", "wrong", "fills with nan", """
+def my_top_k(logits, k):
+    kth = logits.topk(k, dim=-1).values[:, -1:]
+    return logits.masked_fill(logits < kth, float("nan"))
+""")
+kv("literal_none_keys", "right", "reads the text literally: cache['k'] is None before the first token", """
+def my_cached_attention(q_new, k_new, v_new, cache):
+    if cache["k"] is None:
+        cache["k"], cache["v"] = k_new, v_new
+    else:
+        cache["k"] = torch.cat([cache["k"], k_new], dim=1)
+        cache["v"] = torch.cat([cache["v"], v_new], dim=1)
+    w = torch.softmax(q_new @ cache["k"].transpose(1, 2) / math.sqrt(q_new.shape[-1]), -1)
+    return w @ cache["v"]
+""")
+kv("update_dict_method", "right", "cache.update(...) and an empty-dict check", """
+def my_cached_attention(q_new, k_new, v_new, cache):
+    if not cache or cache.get("k") is None:
+        cache.update(k=k_new, v=v_new)
+    else:
+        cache.update(k=torch.cat([cache["k"], k_new], 1), v=torch.cat([cache["v"], v_new], 1))
+    s = q_new @ cache["k"].transpose(-1, -2) * (1.0 / math.sqrt(q_new.shape[-1]))
+    return s.softmax(-1) @ cache["v"]
+""")
+kv("keeps_only_last_two", "wrong", "a sliding window: keeps only the last 2 keys", _APPEND + """
+def my_cached_attention(q_new, k_new, v_new, cache):
+    _append(cache, k_new, v_new)
+    cache["k"], cache["v"] = cache["k"][:, -2:], cache["v"][:, -2:]
+    w = torch.softmax(q_new @ cache["k"].transpose(1, 2) / math.sqrt(q_new.shape[-1]), -1)
+    return w @ cache["v"]
+""")

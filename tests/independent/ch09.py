@@ -429,3 +429,44 @@ CASES += junk_cases(MODULE, {
     "9.2": ("masked_cross_attention", "my_cross_attention", "q, k, v, src_key_mask"),
     "9.3": ("char_ngram_precision_recall", "my_ngram_pr", "hypothesis, reference, n"),
 })
+
+
+# ------------------------------------------------------------- batch 2 ---
+tf("bos_in_targets", "wrong", "tgt_out = bos + y (the input again)", _PAD + """
+def my_teacher_forcing(targets, bos_id, eos_id, pad_id):
+    T = max(len(t) for t in targets) + 1
+    tin = _pad([[bos_id] + t for t in targets], T, pad_id)
+    return tin, tin.clone()
+""")
+tf("pad_eos_swapped", "wrong", "pads with eos_id, ends with pad_id", _PAD + """
+def my_teacher_forcing(targets, bos_id, eos_id, pad_id):
+    T = max(len(t) for t in targets) + 1
+    return (_pad([[bos_id] + t for t in targets], T, eos_id),
+            _pad([t + [pad_id] for t in targets], T, eos_id))
+""")
+xa("mask_bool_as_float_add", "wrong", "adds the boolean mask as 0/1 to the scores", """
+def my_cross_attention(q, k, v, src_key_mask):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + src_key_mask[:, None, :].float()
+    w = torch.softmax(s, dim=-1)
+    return w @ v, w
+""")
+xa("log_mask", "right", "adds log(mask): -inf at padding, 0 elsewhere", """
+def my_cross_attention(q, k, v, src_key_mask):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    s = s + torch.log(src_key_mask.to(s.dtype))[:, None, :]
+    w = torch.softmax(s, dim=-1)
+    return w @ v, w
+""")
+ng("unicode_whitespace_kept", "wrong", "removes only ASCII spaces and tabs via a character set", _GRAMS + """
+def my_ngram_pr(hypothesis, reference, n):
+    strip = lambda s: "".join(ch for ch in s if ch not in " \\t")
+    return _pr(_grams(strip(hypothesis), n), _grams(strip(reference), n))
+""")
+ng("none_when_empty", "wrong", "returns None instead of 0 when there are no n-grams", _GRAMS + """
+def my_ngram_pr(hypothesis, reference, n):
+    h = _grams("".join(hypothesis.split()), n)
+    r = _grams("".join(reference.split()), n)
+    m = sum(min(c, r[g]) for g, c in h.items())
+    nh, nr = sum(h.values()), sum(r.values())
+    return (m / nh if nh else None), (m / nr if nr else None)
+""")

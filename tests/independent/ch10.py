@@ -436,3 +436,63 @@ CASES += junk_cases(MODULE, {
     "10.2": ("mlm_loss", "my_mlm_loss", "logits, labels"),
     "10.3": ("pad_batch", "my_pad_batch", "seqs, pad_id"),
 })
+
+
+# ------------------------------------------------------------- batch 2 ---
+mt("own_fixed_generator", "wrong", "ignores the given generator, makes its own with seed 0", _mask(gen="torch.Generator().manual_seed(0)"))
+mt("reseeds_given_generator", "wrong", "re-seeds the generator it is given: every call draws the same masks", _mask(gen="generator.manual_seed(0)"))
+mt("random_excludes_original", "wrong", "random replacement never equals the original character (shifts the shares by 0.1 / n_chars: likely statistically undetectable)", """
+def my_mask_tokens(ids, n_chars, mask_id, generator):
+    g = generator
+    inputs, labels = ids.clone(), torch.full_like(ids, -100)
+    chosen = (torch.rand(ids.shape, generator=g) < 0.15) & (ids < n_chars)
+    labels[chosen] = ids[chosen]
+    r = torch.rand(ids.shape, generator=g)
+    inputs[chosen & (r < 0.8)] = mask_id
+    rnd = chosen & (r >= 0.8) & (r < 0.9)
+    offset = torch.randint(1, n_chars, ids.shape, generator=g)
+    inputs[rnd] = ((ids + offset) % n_chars)[rnd]
+    return inputs, labels
+""")
+mt("mask_id_for_random_too", "wrong", "the 10% random get mask_id as well (90% masked)", _mask(p_mask=0.9, p_rand=0.0))
+ml("numpy_loss", "wrong", "NumPy loss wrapped in a tensor: no gradient", """
+import numpy as np
+def my_mlm_loss(logits, labels):
+    keep = (labels != -100).numpy()
+    z = logits.detach().numpy()[keep]
+    y = labels.numpy()[keep]
+    z = z - z.max(-1, keepdims=True)
+    lp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    return torch.tensor(-lp[np.arange(len(y)), y].mean())
+""")
+ml("getattr_cross_entropy", "wrong", "the banned call fetched with getattr", """
+def my_mlm_loss(logits, labels):
+    return getattr(F, "cross_entropy")(logits.flatten(0, 1), labels.flatten())
+""")
+pb("pad_sequence_default_mask_from_zero", "wrong", "pads with pad_id but builds the mask from ids != 0", """
+from torch.nn.utils.rnn import pad_sequence
+def my_pad_batch(seqs, pad_id):
+    ids = pad_sequence(seqs, batch_first=True, padding_value=pad_id)
+    return ids, ids != 0
+""")
+mt("right_python_loop", "right", "a plain Python loop, one position at a time (slow but allowed)", """
+def my_mask_tokens(ids, n_chars, mask_id, generator):
+    inputs, labels = ids.clone(), torch.full_like(ids, -100)
+    flat_in, flat_lab, flat_ids = inputs.view(-1), labels.view(-1), ids.reshape(-1)
+    u = torch.rand(flat_ids.numel(), generator=generator).tolist()
+    v = torch.rand(flat_ids.numel(), generator=generator).tolist()
+    r = torch.randint(0, n_chars, (flat_ids.numel(),), generator=generator).tolist()
+    ids_list = flat_ids.tolist()
+    out_in, out_lab = list(ids_list), [-100] * len(ids_list)
+    for i, tok in enumerate(ids_list):
+        if tok >= n_chars or u[i] >= 0.15:
+            continue
+        out_lab[i] = tok
+        if v[i] < 0.8:
+            out_in[i] = mask_id
+        elif v[i] < 0.9:
+            out_in[i] = r[i]
+    flat_in.copy_(torch.tensor(out_in, dtype=ids.dtype))
+    flat_lab.copy_(torch.tensor(out_lab, dtype=ids.dtype))
+    return inputs, labels
+""")
