@@ -93,42 +93,69 @@ def merge_loop_bound(ids, pair, new_id):
 
 
 def merge_in_place(ids, pair, new_id):
-    ids[:] = bpe.merge(ids, pair, new_id)
+    ids[:] = merge_by_hand(ids, pair, new_id)
     return ids
 
 
 def counts_mutating(ids):
-    ids.sort()
+    ids.sort()  # changes the caller's list
     return dict(Counter(zip(ids, ids[1:])))
 
 
 def table_with(changes):
     def make():
-        table = dict(bpe.bytes_to_unicode())
+        table = table_by_hand()
         table.update(changes)
         return table
     return make
 
 
 def table_reversed_shift():
-    table = dict(bpe.bytes_to_unicode())
+    table = table_by_hand()
     moved = [b for b in range(256) if ord(table[b]) >= 256]
     for i, b in enumerate(reversed(moved)):
         table[b] = chr(256 + i)
     return table
 
 
+def merge_by_hand(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def table_by_hand():
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    table = {b: chr(b) for b in printable}
+    for n, b in enumerate(b for b in range(256) if b not in table):
+        table[b] = chr(256 + n)
+    return table
+
+
 RIGHT = [
     (check.pair_counts, lambda ids: dict(Counter(zip(ids, ids[1:])))),
     (check.pair_counts, lambda ids: Counter(zip(ids, ids[1:]))),
-    (check.pair_counts, lambda ids: bpe.pair_counts(list(ids))),
-    (check.merge, lambda ids, pair, n: bpe.merge(ids, pair, n)),
+    (check.merge, merge_by_hand),
     (check.encode_word, encode_by_rank),
     (check.encode_word, encode_in_list_order),
-    (check.bytes_to_unicode, bpe.bytes_to_unicode),
-    (check.bytes_to_unicode, lambda: {b: bpe.bytes_to_unicode()[b] for b in reversed(range(256))}),
+    (check.bytes_to_unicode, table_by_hand),
+    (check.bytes_to_unicode, lambda: {b: table_by_hand()[b] for b in reversed(range(256))}),
     (check.decode, lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8", errors="replace")),
     (check.decode, lambda ids, v: bytes(b for i in ids for b in v[i]).decode("utf-8", "replace")),
+]
+
+#: The course's own implementation is never an answer (the shared rule of every checker).
+COMPANION = [
+    (check.pair_counts, lambda ids: bpe.pair_counts(list(ids))),
+    (check.merge, lambda ids, pair, n: bpe.merge(ids, pair, n)),
+    (check.encode_word, lambda w, m: bpe.BPETokenizer(list(m)).encode_word(w)),
+    (check.bytes_to_unicode, bpe.bytes_to_unicode),
 ]
 
 WRONG = {
@@ -143,9 +170,9 @@ WRONG = {
     "merge: first only": (check.merge, merge_first_only),
     "merge: loop bound": (check.merge, merge_loop_bound),
     "merge: in place": (check.merge, merge_in_place),
-    "merge: tuple": (check.merge, lambda ids, pair, n: tuple(bpe.merge(ids, pair, n))),
-    "merge: tensor": (check.merge, lambda ids, pair, n: torch.tensor(bpe.merge(ids, pair, n))),
-    "merge: drops the pair": (check.merge, lambda ids, pair, n: [x for x in bpe.merge(ids, pair, n) if x != n]),
+    "merge: tuple": (check.merge, lambda ids, pair, n: tuple(merge_by_hand(ids, pair, n))),
+    "merge: tensor": (check.merge, lambda ids, pair, n: torch.tensor(merge_by_hand(ids, pair, n))),
+    "merge: drops the pair": (check.merge, lambda ids, pair, n: [x for x in merge_by_hand(ids, pair, n) if x != n]),
     "encode: reversed ranks": (check.encode_word, encode_reversed),
     "encode: characters": (check.encode_word, encode_characters),
     "encode: str tokens": (check.encode_word, lambda w, m: [t.decode("latin-1") for t in encode_by_rank(w, m)]),
@@ -156,8 +183,8 @@ WRONG = {
     "bytes: all shifted": (check.bytes_to_unicode, lambda: {b: chr(256 + b) for b in range(256)}),
     "bytes: soft hyphen kept": (check.bytes_to_unicode, table_with({173: chr(173)})),
     "bytes: shift reversed": (check.bytes_to_unicode, table_reversed_shift),
-    "bytes: a list": (check.bytes_to_unicode, lambda: list(bpe.bytes_to_unicode().values())),
-    "bytes: str keys": (check.bytes_to_unicode, lambda: {str(b): c for b, c in bpe.bytes_to_unicode().items()}),
+    "bytes: a list": (check.bytes_to_unicode, lambda: list(table_by_hand().values())),
+    "bytes: str keys": (check.bytes_to_unicode, lambda: {str(b): c for b, c in table_by_hand().items()}),
     "decode: per token": (check.decode, lambda ids, v: "".join(v[i].decode("utf-8", errors="replace") for i in ids)),
     "decode: ignore": (check.decode, lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8", errors="ignore")),
     "decode: strict": (check.decode, lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8")),
@@ -172,6 +199,12 @@ JUNK = [None, "text", 10**400, torch.tensor([]), torch.tensor([1 + 2j]), float("
 def test_right_answers_pass(checker, answer):
     feedback = checker(answer)
     assert feedback.passed, feedback
+
+
+@pytest.mark.parametrize("checker,answer", COMPANION)
+def test_the_companions_own_code_is_not_an_answer(checker, answer):
+    feedback = checker(answer)
+    assert feedback.status == "hint" and "companion" in repr(feedback), feedback
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))

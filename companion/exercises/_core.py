@@ -251,6 +251,12 @@ def _companion_verdict(answers: tuple, seen: rules.Seen, companion_given: bool) 
     empty = rules.Seen()
     for answer in answers:
         used.update(uses_companion(empty if companion_given else seen, source_facts(answer)))
+        # The answer may be a companion function itself (``my_fn = companion.bpe.fn``); a cached
+        # one (functools.lru_cache) runs no code of its module once its result is cached.
+        own = getattr(inspect.unwrap(answer), "__module__", None) if callable(answer) else None
+        if (isinstance(own, str) and own.startswith("companion.") and not rules.is_remote(answer)
+                and not own.startswith(("companion.exercises", "companion.grading"))):
+            used.add(own)
     if not used:
         return None
     names = ", ".join(sorted(used)[:2])
