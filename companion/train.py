@@ -393,7 +393,8 @@ class Trainer:
         """
         x, y = self.next_batch()  # (b, T) each, on the model's device
         for group in self.optimizer.param_groups:
-            group["lr"] = lr * group.get("lr_scale", 1.0)  # Muon's groups: its own peak, same schedule
+            # Muon's groups have their own peak, on the same schedule
+            group["lr"] = lr * group.get("lr_scale", 1.0)
         with self.autocast():  # bf16 or fp16 matrix products on a GPU
             _, loss = self.train_model(x, y)  # mean over this process's rows
         self.optimizer.zero_grad(set_to_none=True)

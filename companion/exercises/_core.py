@@ -241,7 +241,8 @@ def attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Bas
         return None, exc.error
 
 
-def _companion_verdict(answers: tuple, seen: rules.Seen, companion_given: bool) -> _Verdict | None:
+def _companion_verdict(answers: tuple, seen: rules.Seen, companion_given: bool,
+                       allow: tuple[str, ...] = ()) -> _Verdict | None:
     """A hint when the student's code uses the course's own implementation (any exercise).
 
     Seen from the source (imports in the function) and, unless the checker hands the student
@@ -257,6 +258,7 @@ def _companion_verdict(answers: tuple, seen: rules.Seen, companion_given: bool) 
         if (isinstance(own, str) and own.startswith("companion.") and not rules.is_remote(answer)
                 and not own.startswith(("companion.exercises", "companion.grading"))):
             used.add(own)
+    used = {m for m in used if not any(m == a or m.startswith(a + ".") for a in allow)}
     if not used:
         return None
     names = ", ".join(sorted(used)[:2])
@@ -264,7 +266,8 @@ def _companion_verdict(answers: tuple, seen: rules.Seen, companion_given: bool) 
                           "the exercise is to write it yourself, without the companion.", SPECIFIC)
 
 
-def checker(exercise: str, *, companion_given: bool = False) -> Callable[[Callable[..., None]], Callable[..., Feedback]]:
+def checker(exercise: str, *, companion_given: bool = False,
+            allow: tuple[str, ...] = ()) -> Callable[[Callable[..., None]], Callable[..., Feedback]]:
     """Turn a check body into a checker that always returns :class:`Feedback`.
 
     The body receives the student's answer (a function) and calls :func:`passed` or :func:`hint`.
@@ -276,6 +279,9 @@ def checker(exercise: str, *, companion_given: bool = False) -> Callable[[Callab
     * an exception raised by the checker's own code is reported as an internal error that asks the
       student to tell the instructors (it is a bug of the course, not of the student's answer);
     * a body that ends without a verdict counts as a pass.
+
+    ``allow`` names companion modules that the exercise's text lets the student use (a shift
+    matrix, ``apply_rotary``, ``patchify``); every other use of the course's code is refused.
     """
 
     def decorate(body: Callable[..., None]) -> Callable[..., Feedback]:
@@ -297,7 +303,7 @@ def checker(exercise: str, *, companion_given: bool = False) -> Callable[[Callab
                         final = verdict
                     else:
                         final = _Verdict(PASSED, "well done.")
-                raise _companion_verdict(answers, seen, companion_given) or final
+                raise _companion_verdict(answers, seen, companion_given, allow) or final
             except _Verdict as verdict:
                 return Feedback(exercise, verdict.status, verdict.message, verdict.kind)
             except StudentError as raised:
