@@ -214,4 +214,5 @@ EXERCISES = [
     Exercise(check.remove_positions, my_without_positions, REMOVE),
 ]
 
-test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+(test_reference_passes_and_enough_mutants, test_mutant_is_caught,
+ test_specific_hints_name_their_mistake) = make_tests(EXERCISES)

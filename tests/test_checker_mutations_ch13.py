@@ -34,9 +34,10 @@ EXERCISES = [
     ]),
     Exercise(check.repeat_heads, repeat_right, mutants(REPEAT_WRONG) + [
         Mutant("expands the wrong axis", lambda k, g: k[:, None].expand(k.shape[0], g, *k.shape[1:]).reshape(
-            k.shape[0], -1, *k.shape[2:])),
+            k.shape[0], -1, *k.shape[2:]), "You tiled the heads"),  # the same order as k.repeat
         Mutant("returns None", lambda k, g: None, "return a tensor"),
     ]),
 ]
 
-test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+(test_reference_passes_and_enough_mutants, test_mutant_is_caught,
+ test_specific_hints_name_their_mistake) = make_tests(EXERCISES)

@@ -93,7 +93,7 @@ EQUIVARIANCE = [
     Mutant("returns None", lambda f, X: None, "True or False"),
     Mutant("returns 1", lambda f, X: 1, "True or False"),
     Mutant("returns a complex number", lambda f, X: 1j, "True or False"),
-    Mutant("changes X in place", _in_place, "changed X itself"),
+    Mutant("changes X in place", _in_place, "changed X in place"),
     Mutant("the last two tokens swapped", _with_perm(
         lambda n: torch.cat([torch.arange(n - 2), torch.tensor([n - 1, n - 2])]))),
     Mutant("swaps the first two tokens only",
@@ -131,10 +131,10 @@ LEAKS = [
     Mutant("compares every position", _leak(compare=lambda out, t: out), "for f(x) = 2 x"),
     Mutant("changes the past instead", _leak(change=lambda x, t: x[:, : t + 1]), "for f(x) = 2 x"),
     Mutant("compares only position t", _leak(compare=lambda out, t: out[:, t]), "wrap-around"),
-    Mutant("compares the future outputs", _leak(compare=lambda out, t: out[:, t + 1:])),
+    Mutant("compares the future outputs", _leak(compare=lambda out, t: out[:, t + 1:]), "out[:, :t + 1]"),
     Mutant("a change too small to see", _leak(amount=1e-12), "never finds a leak"),
-    Mutant("changes from t on (off by one)", _leak(change=lambda x, t: x[:, t:])),
-    Mutant("changes x in place", _in_place_leak, "changed x itself"),
+    Mutant("changes from t on (off by one)", _leak(change=lambda x, t: x[:, t:]), "position <= t"),
+    Mutant("changes x in place", _in_place_leak, "changed x in place"),
     Mutant("returns the difference", lambda f, x, t: (f(x) - f(x + 1))[:, : t + 1].abs().max(),
            "True or False"),
     Mutant("returns a bool tensor per entry",
@@ -236,7 +236,8 @@ EXERCISES = [
     Exercise(check.rotary_qk, my_rotary_qk, ROTARY),
 ]
 
-test_reference_passes_and_enough_mutants, test_mutant_is_caught = make_tests(EXERCISES)
+(test_reference_passes_and_enough_mutants, test_mutant_is_caught,
+ test_specific_hints_name_their_mistake) = make_tests(EXERCISES)
 
 
 def test_junk_never_crashes_the_checkers():

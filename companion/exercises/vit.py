@@ -253,7 +253,7 @@ def _remove_model(seed: int = 125) -> tuple[VisionTransformer, torch.Tensor]:
     return model, images
 
 
-@checker("Exercise 12.5")
+@checker("Exercise 12.5", companion_given=True)  # the student edits a given ViT
 def remove_positions(my_without_positions) -> None:
     """``my_without_positions(model)``: a copy of a :class:`~companion.vit.VisionTransformer` whose
     position vectors ([CLS]'s included) are gone (zero or ``None``), the original left unchanged."""
