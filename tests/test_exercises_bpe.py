@@ -216,7 +216,8 @@ def test_wrong_answers_get_a_hint(name):
 
 @pytest.mark.parametrize("checker", [check.pair_counts, check.merge, check.encode_word, check.bytes_to_unicode,
                                      check.decode])
-@pytest.mark.parametrize("junk", JUNK, ids=repr)
+@pytest.mark.parametrize("junk", JUNK, ids=["None", "str", "huge int", "empty tensor", "complex tensor", "nan",
+                                          "empty list", "empty dict", "empty bytes", "object"])
 def test_junk_never_breaks_a_checker(checker, junk):
     feedback = checker(lambda *args: junk)
     assert feedback.status == "hint", feedback
