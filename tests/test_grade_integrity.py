@@ -78,8 +78,8 @@ def test_two_submissions_with_colliding_names_get_two_feedback_files(runs):
     texts = {p.name: p.read_text() for p in feedback.glob("*.md")}
     assert "sub__a.md" in texts and "sub__a-2.md" in texts
     pair = sorted(texts["sub__a.md"].splitlines()[0] + " " + texts["sub__a-2.md"].splitlines()[0] for _ in (0,))
-    assert "**1 of 4 points**" in texts["sub__a.md"] and "sub/a.ipynb" in texts["sub__a.md"], pair
-    assert "**0 of 4 points**" in texts["sub__a-2.md"] and "sub__a.ipynb" in texts["sub__a-2.md"]
+    assert "**1 of 5 points**" in texts["sub__a.md"] and "sub/a.ipynb" in texts["sub__a.md"], pair
+    assert "**0 of 5 points**" in texts["sub__a-2.md"] and "sub__a.ipynb" in texts["sub__a-2.md"]
 
 
 def test_points_must_be_finite(tmp_path):
@@ -139,13 +139,13 @@ def test_a_csv_keyed_by_student_for_a_learning_platform(runs):
     rows = list(csv.DictReader(open(runs[0]["dir"] / "students.csv", encoding="utf-8")))
     by_student = {r["student"]: r for r in rows}
     assert set(by_student) == {"sub", "sub__a", "'=1+2", "restamped", "seeded", "slow_exit"}
-    assert by_student["sub"]["chapter 1 (out of 4)"] == "1" and by_student["sub__a"]["total"] == "0"
-    assert by_student["restamped"]["chapter 2 (out of 4)"] == "1"
+    assert by_student["sub"]["chapter 1 (out of 5)"] == "1" and by_student["sub__a"]["total"] == "0"
+    assert by_student["restamped"]["chapter 2 (out of 5)"] == "1"
 
 
 def test_gradescope_results_and_bundle(runs, tmp_path):
     results = gradescope_results(runs[0]["entries"]["a.ipynb"])
-    assert results["score"] == 1 and len(results["tests"]) == 4
+    assert results["score"] == 1 and len(results["tests"]) == 5
     assert results["tests"][0] == {"name": "Exercise 1.1: " + CHAPTERS[1].exercises[0].title, "number": "1.1",
                                    "score": 1.0, "max_score": 1.0, "status": "passed",
                                    "output": results["tests"][0]["output"], "visibility": "visible"}

@@ -93,7 +93,9 @@ def merge(my_merge) -> None:
         if pair[0] == pair[1] and len(got) < len(expected):
             hint(f"for {before} and pair {pair} you returned {got}: occurrences must not overlap. After a "
                  f"merge, skip both ids of the pair, so {before} gives {expected}.")
-        if len(got) > len(expected) and sum(1 for x in got if x == new_id) == 1:
+        first_only = next((before[:i] + [new_id] + before[i + 2:] for i in range(len(before) - 1)
+                           if (before[i], before[i + 1]) == tuple(pair)), before)
+        if got == first_only and got != expected:
             hint(f"only the first occurrence was merged: for {before} and pair {pair} every occurrence "
                  f"becomes {new_id}, giving {expected}.")
         if len(got) == len(before) - 1 and before[-2:] == list(pair) and got[-1] != new_id:

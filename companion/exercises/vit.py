@@ -270,7 +270,10 @@ def remove_positions(my_without_positions) -> None:
              "as it was, positions and all.")
     if isinstance(out, (nn.Parameter, torch.Tensor)):
         hint(f"return the model without positions, not {describe(out)}.")
-    if not isinstance(out, nn.Module) or not callable(out):
+    # In grading the returned model stays in the student's kernel: the grader gets a proxy that
+    # runs it there (companion.grading.wire.Remote), which is called below like the model itself.
+    remote = any(c.__name__ == "Remote" and c.__module__ == "companion.grading.wire" for c in type(out).__mro__)
+    if not (isinstance(out, nn.Module) or remote) or not callable(out):
         hint(f"return a model (a copy of `model`); you returned {describe(out)}.")
     reference = copy.deepcopy(model)
     reference.pos_embed = None
