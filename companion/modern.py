@@ -31,6 +31,7 @@ from torch import Tensor
 
 from .model import GPTCache
 from .norm import RMSNorm
+from .positional import apply_rotary
 from .validation import (IGNORE_INDEX, check_bool, check_choice, check_float, check_instance, check_int,
                          check_tensor, check_token_ids)
 
@@ -48,7 +49,9 @@ def rope_frequencies(d_head: int, base: float = 10000.0, dtype: torch.dtype = to
 
 
 def rotate(x: Tensor, *, offset: int = 0, base: float = 10000.0, layout: str = "halves") -> Tensor:
-    """Rotate each pair of features of the token at position ``t = offset + index`` by ``t * w_j``.
+    """Rotate each pair of features of the token at position ``t = offset + index`` by ``t * w_j``:
+    chapter 5's :func:`companion.positional.apply_rotary`, with the layout of Llama and Hugging
+    Face (``"halves"``) as the default.
 
     ``layout`` says which features form pair ``j`` (see :data:`LAYOUTS`). Applied to the queries
     and keys of every head, it makes ``q_i . k_j`` depend on the positions only through ``i - j``.
@@ -57,24 +60,7 @@ def rotate(x: Tensor, *, offset: int = 0, base: float = 10000.0, layout: str = "
     Shapes:
         x: ``(..., T, d_head)`` with ``d_head`` even, for example ``(B, h, T, d_head)`` -> same.
     """
-    check_tensor("x", x, shape=("...", "T", "d_head"), dtype="float")
-    *_, T, d = x.shape
-    if d % 2:
-        raise ValueError(f"rotary embeddings rotate pairs of features: the last dimension must be even (got {d})")
-    offset = check_int("offset", offset, minimum=0, hint="`offset` is the position of x's first token")
-    check_float("base", base, low=1.0, low_open=True)
-    check_choice("layout", layout, LAYOUTS)
-    pos = torch.arange(offset, offset + T, dtype=torch.float64, device=x.device)  # (T,)
-    angles = (pos[:, None] * rope_frequencies(d, base, device=x.device)[None, :]).to(x.dtype)  # (T, d/2)
-    cos, sin = angles.cos(), angles.sin()  # (T, d/2)
-    if layout == "interleaved":
-        x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, d/2): pair j is features (2j, 2j+1)
-        out = torch.empty_like(x)
-        out[..., 0::2] = x1 * cos - x2 * sin
-        out[..., 1::2] = x1 * sin + x2 * cos
-        return out
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]  # (..., T, d/2): pair j is features (j, j + d/2)
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, d)
+    return apply_rotary(x, offset=offset, base=base, layout=layout)
 
 
 def halves_order(d_head: int) -> Tensor:
