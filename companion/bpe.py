@@ -189,15 +189,7 @@ class BPETokenizer:
             best = min(zip(parts, parts[1:]), key=lambda p: self.ranks.get(p, _NEVER))
             if best not in self.ranks:
                 break
-            merged, i = [], 0
-            while i < len(parts):
-                if i + 1 < len(parts) and parts[i] == best[0] and parts[i + 1] == best[1]:
-                    merged.append(best[0] + best[1])
-                    i += 2
-                else:
-                    merged.append(parts[i])
-                    i += 1
-            parts = merged
+            parts = merge(parts, best, best[0] + best[1])  # the same merge, on tokens as bytes
         return parts
 
     def _encode_piece(self, piece: str) -> tuple[int, ...]:

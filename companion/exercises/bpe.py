@@ -159,15 +159,7 @@ def encode_word(my_encode_word) -> None:
 def _apply_in_order(word: bytes, merges: list) -> list:
     parts = [bytes([b]) for b in word]
     for a, b in merges:
-        out, i = [], 0
-        while i < len(parts):
-            if i + 1 < len(parts) and parts[i] == a and parts[i + 1] == b:
-                out.append(a + b)
-                i += 2
-            else:
-                out.append(parts[i])
-                i += 1
-        parts = out
+        parts = bpe.merge(parts, (a, b), a + b)
     return parts
 
 
