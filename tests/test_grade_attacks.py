@@ -221,6 +221,29 @@ try:
 except (MemoryError, RuntimeError) as exc:
     found["memory"] = type(exc).__name__
 ''', REPORT), folder / "mallory" / "walls.ipynb")
+    # 6. Filling the disk: its working folder (in memory, bounded), then the reply folder, the
+    # only one on the host's disk it may write, with files of 64 MiB (killed past its quota; the
+    # replay skips that cell), and its log through the C-level stderr.
+    _write(_notebook(1, common, '''
+found["work_mib"] = 0
+try:
+    with open("fill", "wb") as f:
+        for _ in range(1024):
+            f.write(b"\\0" * 2**20)
+            f.flush()
+            found["work_mib"] += 1
+except OSError as exc:
+    found["work_error"] = type(exc).__name__
+os.remove("fill")
+''', '''
+for n in range(64):
+    with open(f"/grader/out/fill-{n}", "wb") as f:
+        for _ in range(64):
+            f.write(b"\\0" * 2**20)
+''', '''
+for _ in range(2048):
+    os.write(2, b"x" * 2**20)
+''', REPORT), folder / "mallory" / "disk.ipynb")
     # 5 (second half). A notebook graded in the same run that looks for what the others left.
     _write(_notebook(1, common, f'''
 found["left"] = []
@@ -361,8 +384,17 @@ def test_5_host_sockets_files_processes_and_memory_stay_out_of_reach(attacked):
     assert all(e["problem"] is None for e in attacked["by_name"].values())
 
 
+def test_6_the_host_disk_is_under_a_quota(attacked):
+    entry = attacked["by_name"]["disk.ipynb"]
+    found = _report(entry)
+    assert found["work_mib"] <= SANDBOX.tmpfs_bytes // 2**20 and found["work_error"] == "OSError"
+    quota = [n for n in entry["notes"] if "disk quota" in n]
+    assert len(quota) == 2, entry["notes"]  # the reply folder, then the log: each cell killed, then skipped
+
+
 def test_the_attacks_gain_no_points(attacked):
-    for name in ("callbacks.ipynb", "links.ipynb", "snoop.ipynb", "walls.ipynb", "zz_looks_for_leftovers.ipynb"):
+    for name in ("callbacks.ipynb", "links.ipynb", "snoop.ipynb", "walls.ipynb", "zz_looks_for_leftovers.ipynb",
+                 "disk.ipynb"):
         assert attacked["by_name"][name]["total"] == 0, name
 
 

@@ -9,7 +9,11 @@ What the sandbox gives each kernel (:meth:`Sandbox.command` builds the ``bwrap``
   a bounded size (:attr:`Sandbox.tmpfs_bytes`) that vanishes with the kernel; and two folders
   shared with the grader: ``/grader/in`` (the grader's requests, read-only) and ``/grader/out``
   (the kernel's replies, the only place it can write that the grader reads, always without
-  following links). The submissions folder, the gradebook, the course's other files, the
+  following links). Its working folder is in memory too, of the same bounded size.
+* **a disk quota.** What a kernel can write to the host's disk (its replies, its socket folder,
+  its log) is watched: past :attr:`Sandbox.disk_bytes` or :attr:`Sandbox.disk_entries` files the
+  grader kills it and says why (:class:`companion.grading.session.Kernel`); no single file can
+  grow past that size either (``RLIMIT_FSIZE``). The submissions folder, the gradebook, the course's other files, the
   grader's home and every other kernel's files do not exist inside.
 * **no network and no host sockets.** Empty network, IPC and UTS namespaces: no interface but a
   loopback of its own, no abstract Unix sockets of the host, no socket files of the host (none is
@@ -37,6 +41,7 @@ kernel, a private folder, limits, and as root a separate user (see :meth:`Sandbo
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 import shutil
@@ -85,6 +90,8 @@ class Sandbox:
     why_not: str = ""  # when kind == "none": why bwrap cannot be used
     memory_bytes: int | None = None
     tmpfs_bytes: int = 256 * 2**20
+    disk_bytes: int = 512 * 2**20  # what a kernel may leave on the host's disk: replies, log, files
+    disk_entries: int = 10_000  # files and folders it may make there
     processes: int = 256
     cgroups: bool = False  # as root: one memory and pids cgroup per kernel
     uids: tuple[int, ...] = ()  # one user per job slot, reserved by this run (see reserve)
@@ -120,12 +127,13 @@ class Sandbox:
             memory = (f"memory {self.memory_bytes / 2**30:g} GiB per kernel" if self.memory_bytes else "no memory limit")
             memory += " (a cgroup, shared memory included)" if self.cgroups else " per process (RLIMIT_AS)"
             return (f"bubblewrap sandbox: only its own notebook, the course and Python read-only; private /tmp, "
-                    f"/dev/shm and home of {self.tmpfs_bytes / 2**20:.0f} MiB each; no network, no host sockets, no "
+                    f"/dev/shm, home and working folder of {self.tmpfs_bytes / 2**20:.0f} MiB each; at most "
+                    f"{self.disk_bytes / 2**20:.0f} MiB of the host's disk; no network, no host sockets, no "
                     f"other process visible; cleared environment; at most {self.processes} processes; {memory}; "
                     f"{who}; every process ended with the kernel")
         who = "each kernel as its own unprivileged user" if self.root else "kernels run as the grading user"
         return (f"NO SANDBOX ({self.why_not}): internet sockets are refused inside the kernel and each kernel "
-                f"starts in a private folder, with time, memory and file-size limits; {who}. NOT guaranteed: "
+                f"starts in a private folder, with time, memory and disk limits; {who}. NOT guaranteed: "
                 "a kernel can read what that user can read (other submissions included), use Unix sockets, "
                 "and leave processes or files behind" + ("" if self.root else
                 "; it can also write what the grading user can write (the course's files included)"))
@@ -166,8 +174,7 @@ class Sandbox:
             uids.append(uid)
         if len(uids) < slots:
             raise RuntimeError(f"only {len(uids)} of {slots} sandbox users are free (other grading runs hold the rest)")
-        return Sandbox(self.kind, self.root, self.why_not, self.memory_bytes, self.tmpfs_bytes, self.processes,
-                       self.cgroups, tuple(uids), self.bwrap)
+        return dataclasses.replace(self, uids=tuple(uids))
 
     def uid(self, slot: int) -> int | None:
         if not self.root:
@@ -232,8 +239,8 @@ class Sandbox:
             made.add(path)
         for option, host, inside in binds:
             parents(inside)
-            if option == "--dir":
-                cmd += ["--perms", "1777", "--dir", inside]
+            if option == "--dir":  # a working folder of its own, in memory, of bounded size
+                cmd += ["--perms", "1777", "--size", str(self.tmpfs_bytes), "--tmpfs", inside]
             else:
                 cmd += [option, host, inside]
             made.add(inside)
@@ -265,7 +272,7 @@ class Sandbox:
     def limits_argv(self) -> list[str]:
         """Arguments of :mod:`companion.grading.launch`, which sets the limits inside the sandbox
         (after the user namespace exists, so that the process limit counts this sandbox alone)."""
-        return ["--nproc", str(self.processes), "--as", str(self.memory_bytes or 0), "--fsize", str(2**30)]
+        return ["--nproc", str(self.processes), "--as", str(self.memory_bytes or 0), "--fsize", str(self.disk_bytes)]
 
     def kill_all(self, slot: int) -> None:
         """SIGKILL every process of the slot's user (without bwrap, as root)."""

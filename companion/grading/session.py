@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,6 +160,8 @@ class Kernel:
             command, cwd=cwd_host or "/", env=popen_env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
             start_new_session=True, preexec_fn=sandbox.preexec(self.cgroup), close_fds=True,
         )
+        self.over_quota = ""  # why the disk watchdog killed the kernel, once it has
+        threading.Thread(target=self._watch_disk, name="course-grade-disk", daemon=True).start()
         self.client = BlockingKernelClient()
         self.client.load_connection_file(str(conn))
         try:
@@ -199,6 +202,45 @@ class Kernel:
     # -- life and death
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def disk_used(self) -> tuple[int, int]:
+        """Bytes and entries the kernel holds on the host's disk: everything in its folder but the
+        grader's requests (links are counted, never followed)."""
+        size = entries = 0
+        stack = [self.dir]
+        while stack and entries <= self.sandbox.disk_entries:
+            try:
+                with os.scandir(stack.pop()) as it:
+                    for entry in it:
+                        if entry.path == str(self.inbox):
+                            continue
+                        entries += 1
+                        try:
+                            info = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        size += max(info.st_size, info.st_blocks * 512)
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(Path(entry.path))
+            except OSError:
+                continue
+        return size, entries
+
+    def _watch_disk(self, every: float = 0.2) -> None:
+        """Kill the kernel once it holds more than its quota of the host's disk (a thread)."""
+        while self.proc.poll() is None:
+            size, entries = self.disk_used()
+            if size > self.sandbox.disk_bytes or entries > self.sandbox.disk_entries:
+                self.over_quota = (f"the notebook wrote more than its disk quota ({self.sandbox.disk_bytes / 2**20:.0f} "
+                                   f"MiB, {self.sandbox.disk_entries} files) to the grader's folders")
+                for action in (lambda: os.killpg(self.proc.pid, signal.SIGKILL), lambda: self.proc.kill(),
+                               lambda: self.sandbox.kill_all(self.slot)):
+                    try:
+                        action()
+                    except OSError:
+                        pass
+                return
+            time.sleep(every)
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -274,7 +316,7 @@ class Kernel:
     def execute(self, code: str, timeout: float, on_input: Callable[[str], str] | None = None) -> Reply:
         """Run ``code``; raise :class:`Timeout` past ``timeout`` s, :class:`KernelDied` if it ends."""
         if not self.alive():
-            raise KernelDied("the kernel is not running")
+            raise KernelDied(self.over_quota or "the kernel is not running")
         start = time.monotonic()
         deadline = start + max(timeout, 0.0)
         msg_id = self.client.execute(code, silent=False, store_history=False, allow_stdin=on_input is not None,
@@ -303,7 +345,7 @@ class Kernel:
                 return Reply(content.get("status", "error"), str(content.get("ename", "")),
                              str(content.get("evalue", ""))[:2000], time.monotonic() - start, leaving)
             if not self.alive():
-                raise KernelDied(f"the kernel stopped (exit code {self.proc.returncode})")
+                raise KernelDied(self.over_quota or f"the kernel stopped (exit code {self.proc.returncode})")
 
 
 # ----------------------------------------------------------------------- the student's notebook
@@ -415,7 +457,8 @@ class StudentKernel:
             return True
         except KernelDied:
             self.runs[index] = CellRun(index, "killed the kernel", seconds=time.monotonic() - start)
-            self.notes.append(f"cell {index} ended the kernel (exit(), os._exit() or a crash): "
+            why = self.kernel.over_quota if self.kernel is not None else ""
+            self.notes.append(f"cell {index} ended the kernel ({why or 'exit(), os._exit() or a crash'}): "
                               "the kernel was restarted without it")
             self.poison.add(index)
             return False
