@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from companion import decoding
 from companion.exercises import decoding as check
 from mutation_harness import Exercise, Mutant, make_tests
 from test_exercises_decoding import ranked_candidates
@@ -284,6 +285,9 @@ SAMPLE = [
     Mutant("generator not passed", _loop(seeded=False), "same seeded generator"),
     Mutant("only the new tokens", _new_tokens_only, "only the new tokens"),
     Mutant("returns None", lambda *a, **k: None, "token ids of shape"),
+    Mutant("the companion's sample", lambda model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None:
+           decoding.sample(model, ids, n, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator),
+           "course's own decoders"),
 ]
 
 
@@ -382,6 +386,12 @@ def my_beam_search(model, prompt, n, k):
     return seqs, scores
 
 
+def _companion_beam_search(model, prompt, n, k):
+    result = decoding.beam_search(model, prompt, n, k=k)
+    return (torch.stack([h.tokens for h in result.hypotheses]),
+            torch.tensor([h.score for h in result.hypotheses], dtype=torch.float64))
+
+
 def _beams(reorder="parents", start="one", score="log_softmax", rank="flat", keep_seqs=True, feed="new",
            cache=True, out="pair", accumulate=True):
     """The reference with one mistake, chosen by the arguments."""
@@ -448,6 +458,7 @@ BEAM_CACHE = [
     Mutant("new tokens only", _beams(out="new only"), "only the new tokens"),
     Mutant("sequences only", _beams(out="seqs only"), "pair `(seqs, scores)`"),
     Mutant("returns None", lambda *a: None, "pair `(seqs, scores)`"),
+    Mutant("the companion's beam_search", _companion_beam_search, "course's own decoders"),
 ]
 
 

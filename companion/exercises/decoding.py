@@ -13,6 +13,7 @@ import math
 
 import torch
 
+from . import rules
 from ._core import checker, close, describe, first_difference, hint, passed, require_tensor
 
 __all__ = ["greedy_step", "beam_step", "top_p_filter", "sample_loop", "cached_attention", "cached_beam_search"]
@@ -441,6 +442,10 @@ def _reference_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, se
     return ids
 
 
+_OWN_DECODERS = ("the values may be right, but your code runs companion.decoding, the course's own decoders: the "
+                 "exercise is to write the loop yourself (the model given is the only companion code to call).")
+
+
 _SAMPLE_CASES = [  # (B, T, n, temperature, top_k, top_p, seed): 3 x 3 + 12 steps, past the window of 8
     (3, 3, 12, 0.7, None, None, 1),
     (4, 2, 10, 1.6, 5, None, 2),
@@ -462,7 +467,10 @@ def sample_loop(my_sample) -> None:
         proxy = _Proxy(model)
         kwargs = dict(temperature=tau, top_k=top_k, top_p=top_p)
         try:
-            got = my_sample(proxy, ids.clone(), n, generator=torch.Generator().manual_seed(seed), **kwargs)
+            with rules.watch() as seen:  # the model is the companion's; its decoders must not run
+                got = my_sample(proxy, ids.clone(), n, generator=torch.Generator().manual_seed(seed), **kwargs)
+            if seen.used_module("companion.decoding"):
+                hint(_OWN_DECODERS)
         except Exception as exc:  # the student's own error: name the common ones, else report it
             error = getattr(exc, "error", None)
             text = str(error)
@@ -769,7 +777,10 @@ def cached_beam_search(my_beam_search) -> None:
         prompt = torch.randint(5, (T,), generator=g)
         proxy = _CachedProxy(model)
         try:
-            out = my_beam_search(proxy, prompt.clone(), n, k)
+            with rules.watch() as seen:  # the model is the companion's; its decoders must not run
+                out = my_beam_search(proxy, prompt.clone(), n, k)
+            if seen.used_module("companion.decoding"):
+                hint(_OWN_DECODERS.replace("the loop", "the search"))
         except Exception as exc:
             error = getattr(exc, "error", None)
             if isinstance(error, ValueError) and "cache.reorder" in str(error) and not any(
