@@ -539,3 +539,26 @@ def test_cached_attention_hints_name_the_mistake_made():
     for phrase in ("position 0 is missing", "sees only position 0", "attends only to its own key",
                    "does not see itself"):
         assert sum(phrase in message for message in told.values()) == 1, (phrase, told)
+
+
+def test_the_models_logs_survive_the_graders_copy_back():
+    """The grader runs the student's code in a kernel, on a copy of the model proxies, and copies a
+    module's plain attributes back: the call counter of 8.4 and the call log of 8.6 must be such
+    attributes, or the grader would see an empty log and refuse a right answer."""
+    import copy
+
+    from companion.grading import kernel, session
+
+    for proxy, run in ((check._Proxy(check._tiny_gpt(11, 8, seed=84)),
+                        lambda m: sample_ok(m, torch.tensor([[1, 2, 3]]), 9, generator=torch.Generator())),
+                       (check._CachedProxy(check._tiny_gpt(5, 16, seed=86)),
+                        lambda m: cached_beam_ok(m, torch.tensor([1, 2, 3]), 3, 4))):
+        in_kernel = copy.deepcopy(proxy)
+        run(in_kernel)
+        session.apply_sync([[0, *kernel._changes(in_kernel, None)]], (proxy,), {})
+        if isinstance(proxy, check._Proxy):
+            assert proxy.calls == in_kernel.calls == 9
+        else:
+            assert proxy.log == in_kernel.log
+            assert [kind for kind, _ in proxy.log].count("reorder") == 2
+            assert proxy.log[1] == ("call", ((1, 3), True))

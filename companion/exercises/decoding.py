@@ -370,17 +370,18 @@ def top_p_filter(my_top_p) -> None:
 
 
 # ------------------------------------------------------------------------------- Exercise 8.4
-class _Proxy:
+class _Proxy(torch.nn.Module):
     """What the student's loop is given: a model with ``config`` and ``__call__`` only (no
-    ``generate``), counting the positions fed and refusing more than ``context_length``."""
+    ``generate``), counting its calls. A module whose counters are plain ints, so that the
+    grader, which runs the student's code in another process, gets them back with the module."""
 
     def __init__(self, model):
-        self._model, self.config, self.positions, self.calls = model, model.config, 0, 0
+        super().__init__()
+        self.model, self.config, self.calls = model, model.config, 0
 
-    def __call__(self, ids, *args, **kwargs):
-        self.positions += ids.shape[-1] * (ids.shape[0] if ids.dim() == 2 else 1)
+    def forward(self, ids, *args, **kwargs):
         self.calls += 1
-        return self._model(ids, *args, **kwargs)
+        return self.model(ids, *args, **kwargs)
 
 
 _TINY_GPTS: dict = {}
@@ -644,13 +645,13 @@ def cached_attention(my_cached_attention) -> None:
 
 # ------------------------------------------------------------------------------- Exercise 8.6
 class _WatchedCache:
-    """The GPT's cache, handed to the student: records every ``reorder``."""
+    """The GPT's cache, handed to the student: writes every ``reorder`` into its owner's log."""
 
-    def __init__(self, cache, log):
-        self._cache, self._log = cache, log
+    def __init__(self, cache, owner):
+        self._cache, self._owner = cache, owner
 
     def reorder(self, index):
-        self._log.append(("reorder", torch.as_tensor(index).tolist()))
+        self._owner.note("reorder", ",".join(str(int(i)) for i in torch.as_tensor(index).flatten().tolist()))
         self._cache.reorder(index)
 
     def __len__(self):
@@ -661,20 +662,43 @@ class _WatchedCache:
         return self._cache.batch_size
 
 
-class _CachedProxy:
-    """A GPT with ``config``, ``new_cache()`` and ``__call__``; logs the calls and what they fed."""
+class _CachedProxy(torch.nn.Module):
+    """A GPT with ``config``, ``new_cache()`` and ``__call__``; logs the calls and what they fed.
+
+    The log is one string (``"kind:detail;..."``): the grader runs the student's code in another
+    process and copies a module's plain attributes back, so the log has to be plain data."""
 
     def __init__(self, model):
-        self._model, self.config, self.log = model, model.config, []
+        super().__init__()
+        self.model, self.config, self.log_text = model, model.config, ""
+
+    def note(self, kind, detail=""):
+        self.log_text += f"{kind}:{detail};"
+
+    @property
+    def log(self):
+        """[(kind, detail)]: ("new_cache", None), ("call", ((B, T), cached)), ("reorder", [rows])."""
+        out = []
+        for entry in self.log_text.split(";")[:-1]:
+            kind, _, detail = entry.partition(":")
+            if kind == "call":
+                b, t, cached = detail.split(",")
+                out.append((kind, ((int(b), int(t)), cached == "1")))
+            elif kind == "reorder":
+                out.append((kind, [int(i) for i in detail.split(",") if i]))
+            else:
+                out.append((kind, None))
+        return out
 
     def new_cache(self):
-        self.log.append(("new_cache", None))
-        return _WatchedCache(self._model.new_cache(), self.log)
+        self.note("new_cache")
+        return _WatchedCache(self.model.new_cache(), self)
 
-    def __call__(self, ids, cache=None, **kwargs):
-        self.log.append(("call", (tuple(ids.shape), cache is not None)))
+    def forward(self, ids, cache=None, **kwargs):
+        shape = tuple(ids.shape) if ids.dim() == 2 else (1, ids.shape[-1])
+        self.note("call", f"{shape[0]},{shape[1]},{int(cache is not None)}")
         inner = cache._cache if isinstance(cache, _WatchedCache) else cache
-        return self._model(ids, cache=inner, **kwargs) if inner is not None else self._model(ids, **kwargs)
+        return self.model(ids, cache=inner, **kwargs) if inner is not None else self.model(ids, **kwargs)
 
 
 def _log_probs_of(model, seqs, T):
