@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from companion import decoding
 from companion.exercises import decoding as check
 from mutation_harness import Exercise, Mutant, make_tests
 from test_exercises_decoding import ranked_candidates
@@ -115,65 +116,178 @@ BEAM = [
 ]
 
 
-# --- 8.3 ---------------------------------------------------------------------------------------------
-def my_length_ranking(scores, lengths, alpha):
-    normalized = [s / n**alpha for s, n in zip(scores, lengths)]
-    return sorted(range(len(scores)), key=lambda i: -normalized[i])
+# --- 8.3: top-p with Hugging Face's rule -------------------------------------------------------------
+def my_top_p(logits, top_p, min_tokens_to_keep=1):
+    # ascending: the least probable first, ties with the smaller id first
+    sorted_logits, order = logits.sort(dim=-1, stable=True)
+    # (B, V): the probability of each token and all less probable ones
+    tail_mass = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    remove = tail_mass <= 1 - top_p  # the rest still holds >= top_p
+    remove[:, -min_tokens_to_keep:] = False  # the most probable stay
+    # back to vocabulary order: token order[b, j] gets remove[b, j]
+    remove = remove.scatter(-1, order, remove)
+    return logits.masked_fill(remove, float("-inf"))
 
 
-def _rank(key):
-    return lambda s, l, a: sorted(range(len(s)), key=lambda i: key(s[i], l[i], a), reverse=True)
+def _nucleus(rule="tail", keep_end="top", fill=float("-inf"), stable=True, softmax=True, scatter=True,
+             in_place=False, dim=-1):
+    """The reference, written from the most probable token down or up, with one mistake."""
+    def top_p(logits, top_p, min_tokens_to_keep=1):
+        x = logits.T if dim == 0 else logits
+        if rule in ("tail", "tail <"):
+            s, o = x.sort(dim=-1, stable=stable)
+            mass = (s.softmax(-1) if softmax else s).cumsum(-1)
+            remove = mass <= 1 - top_p if rule == "tail" else mass < 1 - top_p
+            if keep_end == "top":
+                remove[:, -min_tokens_to_keep:] = False
+            elif keep_end == "bottom":
+                remove[:, :min_tokens_to_keep] = False
+        else:  # from the most probable down; descending sort keeps ties with the smaller id first
+            s, o = x.sort(dim=-1, descending=True, stable=True)
+            p = s.softmax(-1)
+            before = p.cumsum(-1) - p
+            remove = {"crossing dropped": p.cumsum(-1) > top_p, "before >": before > top_p,
+                      "before >=": before >= top_p}[rule]
+            if keep_end == "top":
+                remove[:, :min_tokens_to_keep] = False
+        if not scatter:
+            return s.masked_fill(remove, fill)
+        remove = remove.scatter(-1, o, remove)
+        if in_place:
+            return logits.masked_fill_(remove.T if dim == 0 else remove, fill)
+        out = x.masked_fill(remove, fill)
+        return out.T if dim == 0 else out
+    return top_p
 
 
-LENGTH = [
-    Mutant("raw sum", _rank(lambda s, n, a: s), "raw summed log-probability"),
-    Mutant("worst first", lambda s, l, a: my_length_ranking(s, l, a)[::-1], "worst first"),
-    Mutant("multiplied by the length", _rank(lambda s, n, a: s * n**a), "multiplied by the length"),
-    Mutant("no exponent", _rank(lambda s, n, a: s / n), "forgot the exponent"),
-    Mutant("GNMT length penalty", _rank(lambda s, n, a: s / ((5 + n) / 6) ** a), "GNMT length penalty"),
-    Mutant("length times alpha", _rank(lambda s, n, a: s / (n * a) if a else s), "not `length * alpha`"),
-    Mutant("alpha ** length", _rank(lambda s, n, a: s / a**n if a else s), "base and exponent are swapped"),
-    Mutant("returns the scores", lambda s, l, a: sorted((x / n**a for x, n in zip(s, l)), reverse=True),
-           "you returned scores"),
-    Mutant("returns a string", lambda s, l, a: "best", "as a list of ints"),
-    Mutant("returns None", lambda s, l, a: None, "as a list of ints"),
-    Mutant("the best one only", lambda s, l, a: my_length_ranking(s, l, a)[:1], "exactly once"),
-    Mutant("indices from 1", lambda s, l, a: [i + 1 for i in my_length_ranking(s, l, a)], "exactly once"),
-    Mutant("divides by log of the length", _rank(lambda s, n, a: s / math.log(n + 1) ** a)),
-    Mutant("floats for indices", lambda s, l, a: [float(i) for i in my_length_ranking(s, l, a)], "list of ints"),
+def _flat_top_p(logits, top_p, min_tokens_to_keep=1):
+    return my_top_p(logits.reshape(1, -1), top_p, min_tokens_to_keep).reshape(logits.shape)
+
+
+def _own_probability(logits, top_p, min_tokens_to_keep=1):
+    return logits.masked_fill(logits.softmax(-1) < 1 - top_p, float("-inf"))
+
+
+TOP_P = [
+    Mutant("drops the crossing token", _nucleus(rule="crossing dropped"), "removed the token that crosses"),
+    Mutant("< instead of <=: one too many", _nucleus(rule="tail <"), "one token too many"),
+    Mutant("mass before > p: one too many", _nucleus(rule="before >"), "one token too many"),
+    Mutant("ties the other way", _nucleus(rule="before >="), "ties broken the wrong way"),
+    Mutant("min_tokens_to_keep ignored", _nucleus(keep_end="none"), "is ignored"),
+    Mutant("keeps the least probable", _nucleus(keep_end="bottom"), "least probable tokens"),
+    Mutant("in place", _nucleus(in_place=True), "in place"),
+    Mutant("probabilities", lambda x, p, m=1: my_top_p(x, p, m).softmax(-1), "returned probabilities"),
+    Mutant("zeros, not -inf", _nucleus(fill=0.0), "to 0"),
+    Mutant("-1e9, not -inf", _nucleus(fill=-1e9), "large negative"),
+    Mutant("NaN, not -inf", _nucleus(fill=float("nan")), "NaN"),
+    Mutant("cumsum of the logits", _nucleus(softmax=False), "summed the logits"),
+    Mutant("sorted logits returned", _nucleus(scatter=False), "in its place"),
+    Mutant("the batch as one distribution", _flat_top_p, "the batch as one distribution"),
+    Mutant("along dim 0", _nucleus(dim=0), "dim=0"),
+    Mutant("own probability >= 1 - p", _own_probability, "own probability"),
+    Mutant("first row only", lambda x, p, m=1: my_top_p(x, p, m)[0], "one row"),
+    Mutant("returns (values, indices)", lambda x, p, m=1: x.sort(-1), "not a tuple"),
+    Mutant("unchanged logits", lambda x, p, m=1: x.clone()),
+    Mutant("no min_tokens_to_keep argument", lambda x, p: my_top_p(x, p), "TypeError", raised=True),
 ]
 
 
-# --- 8.4 ---------------------------------------------------------------------------------------------
-def my_top_k(logits, k):
-    kth = logits.topk(k, dim=-1).values[:, -1:]  # (B, 1): each row's k-th
-    return logits.masked_fill(logits < kth, float("-inf"))
+# --- 8.4: a sampling loop ----------------------------------------------------------------------------
+def my_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None,
+              generator=None):
+    for _ in range(n):
+        window = ids[:, -model.config.context_length:]  # (B, <= ctx)
+        logits, _ = model(window)  # (B, T', V)
+        logits = logits[:, -1] / temperature  # (B, V): the next token
+        if top_k is not None:
+            kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if top_p is not None:
+            logits = my_top_p(logits, top_p)
+        probs = logits.softmax(dim=-1)  # renormalised over what is left
+        new = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+        ids = torch.cat([ids, new], dim=1)  # (B, T + 1)
+    return ids
 
 
-def _fill(threshold, fill=float("-inf"), keep=lambda x, t: x < t):
-    return lambda x, k: x.masked_fill(keep(x, threshold(x, k)), fill)
+def _loop(crop="last", temperature_at="logits", order="k then p", position=-1, draw="multinomial",
+          append=True, seeded=True):
+    """The reference loop with one mistake, chosen by the arguments."""
+    def sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+        g = generator if seeded else None
+        ctx = model.config.context_length
+        out = ids
+        for _ in range(n):
+            window = {"last": out[:, -ctx:], "first": out[:, :ctx], "none": out}[crop]
+            logits = model(window)[0][:, position]
+            if temperature_at == "logits":
+                logits = logits / temperature
+            elif temperature_at == "times":
+                logits = logits * temperature
+
+            def k_(z):
+                return z.masked_fill(z < z.topk(top_k, dim=-1).values[:, -1:], float("-inf")) if top_k else z
+
+            def p_(z):
+                return my_top_p(z, top_p) if top_p is not None else z
+            if order == "k then p":
+                logits = p_(k_(logits))
+            elif order == "p then k":
+                logits = k_(p_(logits))
+            elif order == "p on the unfiltered":
+                logits = k_(logits).masked_fill(~torch.isfinite(p_(logits)), float("-inf"))
+            elif order == "no p":
+                logits = k_(logits)
+            probs = logits.softmax(-1)
+            if temperature_at == "probs":
+                probs = probs / temperature
+            if draw == "logits":
+                new = torch.multinomial(logits, 1, generator=g)
+            elif draw == "argmax":
+                new = probs.argmax(-1, keepdim=True)
+            else:
+                new = torch.multinomial(probs, 1, generator=g)
+            out = torch.cat([out, new], dim=1) if append else torch.cat([ids, new], dim=1)
+        return out
+    return sample
 
 
-TOP_K = [
-    Mutant("probabilities", lambda x, k: my_top_k(x, k).softmax(-1), "returned probabilities"),
-    Mutant("zeros instead of -inf", _fill(lambda x, k: x.topk(k, dim=-1).values[:, -1:], fill=0.0), "exp(0) = 1"),
-    Mutant("the k smallest", _fill(lambda x, k: x.topk(k, dim=-1, largest=False).values[:, -1:], keep=lambda x, t: x > t),
-           "k *smallest*"),
-    Mutant("one too few", _fill(lambda x, k: x.topk(k, dim=-1).values[:, -1:], keep=lambda x, t: x <= t),
-           "one token too few"),
-    Mutant("one too many", lambda x, k: my_top_k(x, min(k + 1, x.shape[-1])), "one token too many"),
-    Mutant("over the whole batch", _fill(lambda x, k: x.flatten().topk(k).values[-1]), "whole batch"),
-    Mutant("over the columns", _fill(lambda x, k: x.topk(k, dim=0).values[-1:] if k <= x.shape[0] else x.min()),
-           "each column"),
-    Mutant("sorted", lambda x, k: x.sort(-1, descending=True).values.masked_fill(torch.arange(x.shape[-1]) >= k,
-                                                                                 float("-inf")), "instead of sorting"),
-    Mutant("-1e9 instead of -inf", _fill(lambda x, k: x.topk(k, dim=-1).values[:, -1:], fill=-1e9), "not a large negative"),
-    Mutant("returns topk's pair", lambda x, k: x.topk(k, dim=-1), "means, not the answer"),
-    Mutant("first row only", lambda x, k: my_top_k(x, k)[0], "same shape"),
-    Mutant("in place, returns None", lambda x, k: (x.masked_fill_(x < x.topk(k, dim=-1).values[:, -1:], float("-inf")),
-                                                   None)[1], "in place, an input"),
-    Mutant("k fixed to 3", lambda x, k: my_top_k(x, 3)),
-    Mutant("the values only", lambda x, k: x.topk(k, dim=-1).values, "same shape"),
+def _p_before_temperature(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+    for _ in range(n):
+        logits = model(ids[:, -model.config.context_length:])[0][:, -1]
+        if top_k is not None:
+            logits = logits.masked_fill(logits < logits.topk(top_k, dim=-1).values[:, -1:], float("-inf"))
+        if top_p is not None:
+            logits = my_top_p(logits, top_p)
+        probs = (logits / temperature).softmax(-1)
+        ids = torch.cat([ids, torch.multinomial(probs, 1, generator=generator)], dim=1)
+    return ids
+
+
+def _new_tokens_only(model, ids, n, **kw):
+    return my_sample(model, ids, n, **kw)[:, ids.shape[1]:]
+
+
+SAMPLE = [
+    Mutant("temperature after the softmax", _loop(temperature_at="probs"), "temperature changes nothing"),
+    Mutant("no temperature", _loop(temperature_at="none"), "temperature changes nothing"),
+    Mutant("times the temperature", _loop(temperature_at="times"), "multiplied the logits by the temperature"),
+    Mutant("samples from the logits", _loop(draw="logits"), "sampled from the logits"),
+    Mutant("argmax", _loop(draw="argmax"), "most probable token"),
+    Mutant("no crop", _loop(crop="none"), "outgrew the model's window"),
+    Mutant("keeps the first tokens", _loop(crop="first"), "keep the *last* ones"),
+    Mutant("forgets to append", _loop(append=False), "only one token was added"),
+    Mutant("first position's logits", _loop(position=0), "first position's logits"),
+    Mutant("top-p before top-k", _loop(order="p then k"), "renormalised"),
+    Mutant("nucleus of the unfiltered distribution", _loop(order="p on the unfiltered"), "renormalised"),
+    Mutant("top-p before the temperature", _p_before_temperature, "before the temperature"),
+    Mutant("top_p ignored", _loop(order="no p"), "top_p has no effect"),
+    Mutant("generator not passed", _loop(seeded=False), "same seeded generator"),
+    Mutant("only the new tokens", _new_tokens_only, "only the new tokens"),
+    Mutant("returns None", lambda *a, **k: None, "token ids of shape"),
+    Mutant("the companion's sample", lambda model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None:
+           decoding.sample(model, ids, n, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator),
+           "course's own decoders"),
 ]
 
 
@@ -252,12 +366,109 @@ CACHED = [
 ]
 
 
+
+# --- 8.6: beam search on the KV cache ----------------------------------------------------------------
+def my_beam_search(model, prompt, n, k):
+    cache = model.new_cache()
+    logits, _ = model(prompt[None], cache=cache)  # the prompt, once
+    seqs = prompt[None]  # (1, T): one beam
+    scores = torch.zeros(1, dtype=logits.dtype)  # (n_beams,)
+    for step in range(n):
+        logp = logits[:, -1].log_softmax(dim=-1)  # (n_beams, V)
+        V = logp.shape[-1]
+        candidates = (scores[:, None] + logp).flatten()  # (n_beams * V,)
+        scores, flat = candidates.topk(min(k, candidates.numel()))
+        parents, tokens = flat // V, flat % V  # (n_beams',) each
+        seqs = torch.cat([seqs[parents], tokens[:, None]], dim=1)
+        if step < n - 1:
+            cache.reorder(parents)  # row b now holds beam b's parent
+            logits, _ = model(tokens[:, None], cache=cache)  # new tokens
+    return seqs, scores
+
+
+def _companion_beam_search(model, prompt, n, k):
+    result = decoding.beam_search(model, prompt, n, k=k)
+    return (torch.stack([h.tokens for h in result.hypotheses]),
+            torch.tensor([h.score for h in result.hypotheses], dtype=torch.float64))
+
+
+def _beams(reorder="parents", start="one", score="log_softmax", rank="flat", keep_seqs=True, feed="new",
+           cache=True, out="pair", accumulate=True):
+    """The reference with one mistake, chosen by the arguments."""
+    def beam_search(model, prompt, n, k):
+        c = model.new_cache() if cache else None
+        first = prompt[None] if start == "one" else prompt[None].expand(k, -1)
+        logits = model(first, cache=c)[0] if cache else model(first)[0]
+        seqs = first
+        scores = torch.zeros(first.shape[0], dtype=logits.dtype)
+        if start == "k copies":
+            scores[1:] = float("-inf")
+        for step in range(n):
+            last = logits[:, -1]
+            logp = {"log_softmax": last.log_softmax(-1), "softmax": last.softmax(-1), "logits": last}[score]
+            V = logp.shape[-1]
+            cand = scores[:, None] + logp if accumulate else logp
+            if rank == "per beam" and cand.shape[0] > 1:  # each beam: its own argmax
+                new_scores, best = cand.max(-1)
+                order = new_scores.argsort(descending=True)
+                new_scores, flat = new_scores[order], best[order] + order * V
+            else:
+                new_scores, flat = cand.flatten().topk(min(k, cand.numel()), largest=rank != "worst")
+            parents, tokens = flat // V, flat % V
+            scores = new_scores if accumulate else scores[parents] + logp[parents, tokens]
+            seqs = torch.cat([seqs[parents] if keep_seqs else seqs[:1].expand(len(tokens), -1)
+                              if seqs.shape[0] < len(tokens) else seqs[:len(tokens)], tokens[:, None]], 1)
+            if step < n - 1:
+                if not cache:
+                    logits = model(seqs)[0]
+                    continue
+                if reorder == "parents":
+                    c.reorder(parents)
+                elif reorder == "tokens":
+                    c.reorder(tokens % c.batch_size)
+                elif reorder == "after":
+                    pass
+                feed_ids = tokens[:, None]
+                if reorder == "after":
+                    c.reorder(torch.zeros(len(tokens), dtype=torch.long) if c.batch_size == 1
+                              else torch.arange(len(tokens)))
+                logits = model(feed_ids, cache=c)[0]
+                if reorder == "after":
+                    c.reorder(parents)
+        if out == "new only":
+            return seqs[:, prompt.shape[0]:], scores
+        if out == "seqs only":
+            return seqs
+        return seqs, scores
+    return beam_search
+
+
+BEAM_CACHE = [
+    Mutant("k copies, never reordered", _beams(reorder="never", start="k copies"), "not those of the sequences"),
+    Mutant("one row, never reordered", _beams(reorder="never"), "still holds the prompt's one row"),
+    Mutant("reordered by token", _beams(reorder="tokens")),
+    Mutant("reordered after feeding", _beams(reorder="after")),
+    Mutant("no cache: recomputes", _beams(cache=False), "use the KV cache"),
+    Mutant("sequences not reordered", _beams(keep_seqs=False), "index the sequences by the parents"),
+    Mutant("probabilities added", _beams(score="softmax"), "summed log-probabilities"),
+    Mutant("raw logits added", _beams(score="logits"), "added raw logits"),
+    Mutant("each beam its own best token", _beams(rank="per beam"), "its own best token"),
+    Mutant("last token only", _beams(accumulate=False), "last token's log-probability alone"),
+    Mutant("worst first", _beams(rank="worst")),
+    Mutant("new tokens only", _beams(out="new only"), "only the new tokens"),
+    Mutant("sequences only", _beams(out="seqs only"), "pair `(seqs, scores)`"),
+    Mutant("returns None", lambda *a: None, "pair `(seqs, scores)`"),
+    Mutant("the companion's beam_search", _companion_beam_search, "course's own decoders"),
+]
+
+
 EXERCISES = [
     Exercise(check.greedy_step, my_greedy_step, GREEDY),
     Exercise(check.beam_step, my_beam_step, BEAM),
-    Exercise(check.length_ranking, my_length_ranking, LENGTH),
-    Exercise(check.top_k_filter, my_top_k, TOP_K),
+    Exercise(check.top_p_filter, my_top_p, TOP_P),
+    Exercise(check.sample_loop, my_sample, SAMPLE),
     Exercise(check.cached_attention, my_cached_attention, CACHED),
+    Exercise(check.cached_beam_search, my_beam_search, BEAM_CACHE),
 ]
 
 test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

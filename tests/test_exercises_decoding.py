@@ -94,48 +94,291 @@ def test_beam_step():
     assert "pair `(alive, finished)`" in check.beam_step(lambda *a: None if False else 42).message
 
 
-# ------------------------------------------------------------------ 8.3 length ranking
-def test_length_ranking():
-    def ok(scores, lengths, alpha):
-        return sorted(range(len(scores)), key=lambda i: -scores[i] / lengths[i] ** alpha)
+# ------------------------------------------------------------------ 8.3 top-p, Hugging Face's rule
+def top_p_ok(logits, top_p, min_tokens_to_keep=1):
+    s, order = logits.sort(dim=-1, stable=True)
+    remove = s.softmax(-1).cumsum(-1) <= 1 - top_p
+    remove[:, -min_tokens_to_keep:] = False
+    return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
 
-    assert check.length_ranking(ok).passed
-    assert check.length_ranking(...).status == "not attempted"
-    cases = {
-        "raw summed log-probability": lambda s, l, a: sorted(range(len(s)), key=lambda i: -s[i]),
-        "worst first": lambda s, l, a: ok(s, l, a)[::-1],
-        "multiplied by the length": lambda s, l, a: sorted(range(len(s)), key=lambda i: -s[i] * l[i] ** a),
-        "forgot the exponent": lambda s, l, a: sorted(range(len(s)), key=lambda i: -s[i] / l[i]),
-        "as a list of ints": lambda s, l, a: "best",
-    }
+
+def _hf_top_p_warper(logits, top_p, min_tokens_to_keep=1):
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    return TopPLogitsWarper(top_p, min_tokens_to_keep=min_tokens_to_keep)(None, logits.clone())
+
+
+def test_checkers_top_p_rule_is_hugging_faces():
+    """The checker's own copy of the rule equals transformers' TopPLogitsWarper: on continuous random
+    logits of any size, and on ties (small integer logits, V <= 16: the sizes where PyTorch's sort
+    keeps ties in order, so that Hugging Face's result is defined), on rows holding -inf, on exact
+    boundaries, with min_tokens_to_keep from 1 to 3 and top_p from 0 to 1."""
+    g = torch.Generator().manual_seed(0)
+    for trial in range(1500):
+        B = int(torch.randint(1, 5, (1,), generator=g))
+        if trial % 3 == 0:
+            V = int(torch.randint(2, 200, (1,), generator=g))
+            x = torch.randn(B, V, generator=g) * 3
+        else:
+            V = int(torch.randint(2, 17, (1,), generator=g))
+            x = torch.randint(-2, 3, (B, V), generator=g).float()
+        if trial % 5 == 0:
+            x[:, :: 3] = float("-inf")
+            x[:, 1] = 0.0  # every row keeps a finite logit
+        p = float(torch.rand(1, generator=g)) if trial % 7 else [0.25, 0.5, 0.75, 1.0][trial % 4]
+        m = int(torch.randint(1, 4, (1,), generator=g))
+        assert torch.equal(check._hf_top_p(x, p, m), _hf_top_p_warper(x, p, m)), (trial, x, p, m)
+    for x, p, m in check._top_p_cases():  # the checker's own cases, ties and boundaries included
+        assert torch.equal(check._hf_top_p(x, p, m), _hf_top_p_warper(x, p, m)), (x, p, m)
+
+
+def test_top_p_filter():
+    assert check.top_p_filter(top_p_ok).passed
+    assert check.top_p_filter(_hf_top_p_warper).passed  # Hugging Face's own warper passes
+
+    def stub(logits, top_p, min_tokens_to_keep=1):
+        raise NotImplementedError
+
+    assert check.top_p_filter(stub).status == "not attempted"
+    assert check.top_p_filter(...).status == "not attempted"
+
+
+def test_top_p_filter_accepts_other_right_answers():
+    """From the most probable token down (the reverse order handles ties), in a loop over the rows,
+    and in float64 arithmetic: each passes."""
+    def from_the_top(logits, top_p, min_tokens_to_keep=1):
+        flipped = logits.flip(-1)  # equal logits: the larger id first when sorted descending
+        probs, order = flipped.softmax(-1).sort(dim=-1, descending=True, stable=True)
+        tail = probs.flip(-1).cumsum(-1).flip(-1)  # mass of each token and every less probable one
+        remove = tail <= 1 - top_p
+        remove[:, :min_tokens_to_keep] = False
+        return flipped.masked_fill(remove.scatter(-1, order, remove), float("-inf")).flip(-1)
+
+    def row_by_row(logits, top_p, min_tokens_to_keep=1):
+        return torch.stack([top_p_ok(row[None], top_p, min_tokens_to_keep)[0] for row in logits])
+
+    for fn in (from_the_top, row_by_row):
+        fb = check.top_p_filter(fn)
+        assert fb.passed, (fn.__name__, fb)
+
+
+def test_top_p_filter_hints():
+    inf = float("-inf")
+
+    def drops_crossing(logits, top_p, min_tokens_to_keep=1):
+        probs, order = logits.softmax(-1).sort(dim=-1, descending=True)
+        remove = probs.cumsum(-1) > top_p
+        remove[:, :min_tokens_to_keep] = False
+        return logits.masked_fill(remove.scatter(-1, order, remove), inf)
+
+    def in_place(logits, top_p, min_tokens_to_keep=1):
+        out = top_p_ok(logits, top_p, min_tokens_to_keep)
+        logits[torch.isinf(out)] = inf
+        return logits
+
+    cases = {"crosses top_p": drops_crossing, "in place": in_place,
+             "probabilities": lambda x, p, m=1: top_p_ok(x, p, m).softmax(-1),
+             "is ignored": lambda x, p, m=1: top_p_ok(x, p, 1)}
     for expected, fn in cases.items():
-        fb = check.length_ranking(fn)
+        fb = check.top_p_filter(fn)
         assert fb.status == "hint" and expected in fb.message, (expected, fb)
 
 
-# ------------------------------------------------------------------ 8.4 top-k filter
-def test_top_k_filter():
-    def ok(logits, k):
-        kth = logits.topk(k, dim=-1).values[:, -1:]
-        return logits.masked_fill(logits < kth, float("-inf"))
+# ------------------------------------------------------------------ 8.4 sampling loop
+def sample_ok(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+    for _ in range(n):
+        logits = model(ids[:, -model.config.context_length:])[0][:, -1] / temperature
+        if top_k is not None:
+            logits = logits.masked_fill(logits < logits.topk(top_k, dim=-1).values[:, -1:], float("-inf"))
+        if top_p is not None:
+            logits = top_p_ok(logits, top_p)
+        ids = torch.cat([ids, torch.multinomial(logits.softmax(-1), 1, generator=generator)], dim=1)
+    return ids
 
-    assert check.top_k_filter(ok).passed
 
-    def stub(logits, k):
+def test_sample_loop():
+    assert check.sample_loop(sample_ok).passed
+
+    def stub(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
         raise NotImplementedError
 
-    assert check.top_k_filter(stub).status == "not attempted"
-    cases = {
-        "returned probabilities": lambda x, k: ok(x, k).softmax(-1),
-        "exp(0) = 1": lambda x, k: x.masked_fill(x < x.topk(k, dim=-1).values[:, -1:], 0.0),
-        "k *smallest*": lambda x, k: x.masked_fill(x > x.topk(k, dim=-1, largest=False).values[:, -1:], float("-inf")),
-        "one token too few": lambda x, k: x.masked_fill(x <= x.topk(k, dim=-1).values[:, -1:], float("-inf")) if k < 8 else ok(x, k),
-        "one token too many": lambda x, k: ok(x, k + 1) if k < 7 else ok(x, k),
-        "whole batch": lambda x, k: x.masked_fill(x < x.flatten().topk(k).values[-1], float("-inf")),
-        "same shape": lambda x, k: ok(x, k)[0],
-    }
+    assert check.sample_loop(stub).status == "not attempted"
+
+
+def test_sample_loop_reference_is_the_companions_sampler():
+    """The checker's reference loop draws the tokens of companion.decoding.sample (which draws from
+    float32 probabilities) from the same seed, with and without its cache, on the checker's cases."""
+    from companion.decoding import sample
+
+    model = check._tiny_gpt(11, 8, seed=84)
+    g = torch.Generator().manual_seed(1)
+    for B, T, n, tau, top_k, top_p, seed in check._SAMPLE_CASES:
+        ids = torch.randint(11, (B, T), generator=g)
+        ref = check._reference_sample(model, ids, n, tau, top_k, top_p, seed=seed, dtype=torch.float32)
+        for use_cache in (False, True):
+            got = sample(model, ids, n, temperature=tau, top_k=top_k, top_p=top_p, use_cache=use_cache,
+                         generator=torch.Generator().manual_seed(seed))
+            assert torch.equal(got, ref), (use_cache, got, ref)
+
+
+def test_sample_loop_accepts_other_arithmetic():
+    """The same draws written differently (a softmax by hand, multiplying by 1 / temperature, a
+    float32 distribution, Hugging Face's warpers) pass: the model runs in float64, so rounding
+    differences cannot flip a draw except with probability ~1e-14 per draw."""
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+    def by_hand(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+        for _ in range(n):
+            z = model(ids[:, -model.config.context_length:])[0][:, -1] * (1 / temperature)
+            if top_k is not None:
+                z = TopKLogitsWarper(top_k)(None, z)
+            if top_p is not None:
+                z = TopPLogitsWarper(top_p)(None, z)
+            e = (z - z.max(-1, keepdim=True).values).exp()
+            ids = torch.cat([ids, torch.multinomial(e / e.sum(-1, keepdim=True), 1, generator=generator)], 1)
+        return ids
+
+    def in_float32(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+        for _ in range(n):
+            z = model(ids[:, -model.config.context_length:])[0][:, -1].float() / temperature
+            if top_k is not None:
+                z = z.masked_fill(z < z.topk(top_k, dim=-1).values[:, -1:], float("-inf"))
+            if top_p is not None:
+                z = top_p_ok(z, top_p)
+            ids = torch.cat([ids, torch.multinomial(z.softmax(-1), 1, generator=generator)], 1)
+        return ids
+
+    for fn in (by_hand, in_float32):
+        fb = check.sample_loop(fn)
+        assert fb.passed, (fn.__name__, fb)
+
+
+def test_sample_loop_hints():
+    def after_softmax(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+        for _ in range(n):
+            probs = model(ids[:, -model.config.context_length:])[0][:, -1].softmax(-1) / temperature
+            ids = torch.cat([ids, torch.multinomial(probs, 1, generator=generator)], 1)
+        return ids
+
+    def from_logits(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+        for _ in range(n):
+            z = model(ids[:, -model.config.context_length:])[0][:, -1] / temperature
+            ids = torch.cat([ids, torch.multinomial(z, 1, generator=generator)], 1)
+        return ids
+
+    def no_crop(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+        for _ in range(n):
+            z = model(ids)[0][:, -1] / temperature
+            ids = torch.cat([ids, torch.multinomial(z.softmax(-1), 1, generator=generator)], 1)
+        return ids
+
+    def no_append(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+        z = model(ids[:, -model.config.context_length:])[0][:, -1] / temperature
+        return torch.cat([ids, torch.multinomial(z.softmax(-1), 1, generator=generator)], 1)
+
+    cases = {"temperature changes nothing": after_softmax, "sampled from the logits": from_logits,
+             "outgrew the model's window": no_crop, "only one token was added": no_append}
     for expected, fn in cases.items():
-        fb = check.top_k_filter(fn)
+        fb = check.sample_loop(fn)
+        assert fb.status == "hint" and expected in fb.message, (expected, fb)
+
+
+# ------------------------------------------------------------------ 8.6 beam search on the cache
+def cached_beam_ok(model, prompt, n, k):
+    cache = model.new_cache()
+    logits = model(prompt[None], cache=cache)[0]
+    seqs, scores = prompt[None], torch.zeros(1, dtype=logits.dtype)
+    for step in range(n):
+        logp = logits[:, -1].log_softmax(-1)
+        V = logp.shape[-1]
+        scores, flat = (scores[:, None] + logp).flatten().topk(min(k, seqs.shape[0] * V))
+        parents, tokens = flat // V, flat % V
+        seqs = torch.cat([seqs[parents], tokens[:, None]], 1)
+        if step < n - 1:
+            cache.reorder(parents)
+            logits = model(tokens[:, None], cache=cache)[0]
+    return seqs, scores
+
+
+def test_cached_beam_search():
+    assert check.cached_beam_search(cached_beam_ok).passed
+
+    def stub(model, prompt, n, k):
+        raise NotImplementedError
+
+    assert check.cached_beam_search(stub).status == "not attempted"
+
+    def companion_beam(model, prompt, n, k):  # the course's own beam search: refused
+        from companion.decoding import beam_search
+
+        result = beam_search(model, prompt, n, k=k)
+        return (torch.stack([h.tokens for h in result.hypotheses]),
+                torch.tensor([h.score for h in result.hypotheses], dtype=torch.float64))
+
+    fb = check.cached_beam_search(companion_beam)
+    assert fb.status == "hint" and "course's own" in fb.message, fb
+
+
+def test_cached_beam_search_references():
+    """Brute force and the uncached beam agree with companion.decoding.beam_search (without its
+    cache), and the cases are unambiguous: consecutive scores of the references differ by far more
+    than float64 rounding, so comparing tokens exactly is safe."""
+    from companion.decoding import beam_search
+
+    model = check._tiny_gpt(5, 16, seed=86)
+    g = torch.Generator().manual_seed(860)
+    for T, n, k in check._BEAM_CASES:
+        prompt = torch.randint(5, (T,), generator=g)
+        exhaustive = k >= 5 ** (n - 1)
+        seqs, scores = check._brute_force(model, prompt, n, k) if exhaustive else check._uncached_beam(
+            model, prompt, n, k)
+        result = beam_search(model, prompt, n, k=k, use_cache=False)
+        assert torch.equal(torch.stack([h.tokens for h in result.hypotheses]), seqs)
+        torch.testing.assert_close(torch.tensor([h.score for h in result.hypotheses], dtype=torch.float64),
+                                   scores)
+        if exhaustive:
+            _, best = check._brute_force(model, prompt, n, k + 1)
+            assert bool((best[:-1] - best[1:] > 1e-7).all()), (T, n, k)
+        # at every step of the search, the candidates kept are well apart from each other and from the
+        # first one pruned
+        beams, beam_scores = prompt[None], torch.zeros(1, dtype=torch.float64)
+        for _ in range(n):
+            with torch.no_grad():
+                cand = (beam_scores[:, None] + model(beams)[0][:, -1].log_softmax(-1)).flatten()
+            top, flat = cand.topk(min(k + 1, cand.numel()))
+            assert bool((top[:-1] - top[1:] > 1e-7).all()), (T, n, k, top)
+            top, flat = top[:k], flat[:k]
+            beams = torch.cat([beams[flat // 5], (flat % 5)[:, None]], 1)
+            beam_scores = top
+
+
+def test_cached_beam_search_hints():
+    def no_reorder(model, prompt, n, k):  # k copies of the prompt, never reordered
+        cache = model.new_cache()
+        logits = model(prompt[None].expand(k, -1), cache=cache)[0]
+        seqs = prompt[None].expand(k, -1)
+        scores = torch.full((k,), float("-inf"), dtype=logits.dtype)
+        scores[0] = 0
+        for step in range(n):
+            logp = logits[:, -1].log_softmax(-1)
+            scores, flat = (scores[:, None] + logp).flatten().topk(k)
+            parents, tokens = flat // logp.shape[-1], flat % logp.shape[-1]
+            seqs = torch.cat([seqs[parents], tokens[:, None]], 1)
+            if step < n - 1:
+                logits = model(tokens[:, None], cache=cache)[0]
+        return seqs, scores
+
+    def recomputes(model, prompt, n, k):  # right beams, no cache
+        seqs, scores = prompt[None], torch.zeros(1, dtype=torch.float64)
+        for _ in range(n):
+            logp = model(seqs)[0][:, -1].log_softmax(-1)
+            scores, flat = (scores[:, None] + logp).flatten().topk(min(k, logp.numel()))
+            seqs = torch.cat([seqs[flat // logp.shape[-1]], (flat % logp.shape[-1])[:, None]], 1)
+        return seqs, scores
+
+    cases = {"not those of the sequences": no_reorder, "use the KV cache": recomputes}
+    for expected, fn in cases.items():
+        fb = check.cached_beam_search(fn)
         assert fb.status == "hint" and expected in fb.message, (expected, fb)
 
 
@@ -152,12 +395,6 @@ def test_greedy_step_rejects_samplers():
         for _ in range(5):
             fb = check.greedy_step(sampler(temperature))
             assert fb.status == "hint" and ("samples" in fb.message or "second most probable" in fb.message), fb
-
-
-def test_length_ranking_names_gnmt_and_never_misattributes():
-    gnmt = lambda s, l, a: sorted(range(len(s)), key=lambda i: -s[i] / ((5 + l[i]) / 6) ** a)  # noqa: E731
-    fb = check.length_ranking(gnmt)
-    assert fb.status == "hint" and "GNMT" in fb.message and "raw sum" not in fb.message
 
 
 # ------------------------------------------------------------------ 8.5 KV cache by hand
@@ -247,8 +484,8 @@ def test_the_books_solutions_pass():
         if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
             exec(cell.source, namespace)
     checks = {"my_greedy_step": check.greedy_step, "my_beam_step": check.beam_step,
-              "my_length_ranking": check.length_ranking, "my_top_k": check.top_k_filter,
-              "my_cached_attention": check.cached_attention}
+              "my_top_p": check.top_p_filter, "my_sample": check.sample_loop,
+              "my_cached_attention": check.cached_attention, "my_beam_search": check.cached_beam_search}
     for name, checker in checks.items():
         assert checker(namespace[name]).passed, name
 
@@ -302,3 +539,26 @@ def test_cached_attention_hints_name_the_mistake_made():
     for phrase in ("position 0 is missing", "sees only position 0", "attends only to its own key",
                    "does not see itself"):
         assert sum(phrase in message for message in told.values()) == 1, (phrase, told)
+
+
+def test_the_models_logs_survive_the_graders_copy_back():
+    """The grader runs the student's code in a kernel, on a copy of the model proxies, and copies a
+    module's plain attributes back: the call counter of 8.4 and the call log of 8.6 must be such
+    attributes, or the grader would see an empty log and refuse a right answer."""
+    import copy
+
+    from companion.grading import kernel, session
+
+    for proxy, run in ((check._Proxy(check._tiny_gpt(11, 8, seed=84)),
+                        lambda m: sample_ok(m, torch.tensor([[1, 2, 3]]), 9, generator=torch.Generator())),
+                       (check._CachedProxy(check._tiny_gpt(5, 16, seed=86)),
+                        lambda m: cached_beam_ok(m, torch.tensor([1, 2, 3]), 3, 4))):
+        in_kernel = copy.deepcopy(proxy)
+        run(in_kernel)
+        session.apply_sync([[0, *kernel._changes(in_kernel, None)]], (proxy,), {})
+        if isinstance(proxy, check._Proxy):
+            assert proxy.calls == in_kernel.calls == 9
+        else:
+            assert proxy.log == in_kernel.log
+            assert [kind for kind, _ in proxy.log].count("reorder") == 2
+            assert proxy.log[1] == ("call", ((1, 3), True))

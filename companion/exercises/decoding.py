@@ -2,9 +2,10 @@
 
 * Exercise 8.1 :func:`greedy_step` — append the most probable next token;
 * Exercise 8.2 :func:`beam_step` — one step of beam search from probabilities;
-* Exercise 8.3 :func:`length_ranking` — rank finished hypotheses with length normalization;
-* Exercise 8.4 :func:`top_k_filter` — keep the k largest logits;
-* Exercise 8.5 :func:`cached_attention` — one head's attention with a KV cache, by hand.
+* Exercise 8.3 :func:`top_p_filter` — nucleus (top-p) filtering with Hugging Face's rule;
+* Exercise 8.4 :func:`sample_loop` — a sampling loop with temperature, top-k and top-p;
+* Exercise 8.5 :func:`cached_attention` — one head's attention with a KV cache, by hand;
+* Exercise 8.6 :func:`cached_beam_search` — beam search on a GPT's KV cache, with ``reorder``.
 """
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import math
 
 import torch
 
+from . import rules
 from ._core import checker, close, describe, first_difference, hint, passed, require_tensor
 
-__all__ = ["greedy_step", "beam_step", "length_ranking", "top_k_filter", "cached_attention"]
+__all__ = ["greedy_step", "beam_step", "top_p_filter", "sample_loop", "cached_attention", "cached_beam_search"]
 
 
 # ------------------------------------------------------------------------------- Exercise 8.1
@@ -198,136 +200,340 @@ def beam_step(my_beam_step) -> None:
 
 
 # ------------------------------------------------------------------------------- Exercise 8.3
-def _as_indices(got, n: int) -> list[int] | None:
-    """The student's ranking as a list of ints, or None when it is not one (never truncates 1.5 to 1)."""
-    if isinstance(got, (str, bytes, dict)) or not hasattr(got, "__iter__"):
-        return None
-    if isinstance(got, torch.Tensor) and (got.dim() != 1 or got.is_floating_point()):
-        return None
-    out = []
-    for i in got:
-        if isinstance(i, (bool, float, str, bytes)) or (isinstance(i, torch.Tensor) and (i.is_floating_point() or i.numel() != 1)):
-            return None
-        try:
-            out.append(int(i))
-        except (TypeError, ValueError):
-            return None
-    return out
+def _hf_top_p(logits, top_p, min_tokens_to_keep=1):
+    """Hugging Face's ``TopPLogitsWarper`` rule, written out here (the checker does not import
+    transformers): sort ascending, remove a token when the probability of it and of every less
+    probable token is at most ``1 - top_p``, keep the ``min_tokens_to_keep`` most probable. Ties:
+    the smaller id counts as less probable (a stable sort; Hugging Face's sort is stable for
+    ``V <= 16``, the sizes the checks use for ties). tests/test_exercises_decoding.py compares it
+    with ``TopPLogitsWarper`` on random and tied logits."""
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=False, stable=True)
+    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)  # (B, V): mass of it and every less probable
+    remove = cumulative <= (1 - top_p)
+    remove[..., -min_tokens_to_keep:] = False
+    return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
 
 
-_LENGTH_CASES = [
-    ([math.log(0.15), math.log(0.12), math.log(0.252), math.log(0.1)], [2, 3, 3, 1], 1.0),
-    ([-2.0, -3.0, -4.5, -1.5], [4, 9, 12, 2], 0.7),
-    ([-2.0, -3.0, -4.5, -1.5], [4, 9, 12, 2], 0.0),
-    ([-5.0, -6.0, -1.0], [10, 20, 1], 1.0),
-    ([-3.0, -3.3, -6.2, -1.0, -4.0], [3, 4, 10, 1, 20], 0.6),
-    # tells the GNMT penalty ((5 + n) / 6) ** alpha apart from other penalties such as log(n + 1) ** alpha
-    ([-3.44, -4.62, -8.44, -10.18, -8.0], [17, 1, 15, 8, 2], 0.8),
-]
+def _top_p_cases():
+    """(logits (B, V), top_p, min_tokens_to_keep): random rows, a crossing token far from any
+    boundary, exact boundaries (uniform rows: probabilities 1/4, sums exact in floating point),
+    ties, min_tokens_to_keep > 1, rows already holding -inf (after top-k), a batch of rows of
+    different scales (one threshold per row)."""
+    g = torch.Generator().manual_seed(83)
+    cases = [(torch.tensor([[1.0, 2.0, -1.0, 1.5]]).log_softmax(-1), 0.6, 1)]
+    random = torch.randn(4, 10, generator=g) * 2
+    random[1] += 7.0  # rows of different scales
+    random[3] = random[3] * 0.2 - 3.0
+    cases += [(random, 0.5, 1), (random, 0.9, 1), (random, 0.3, 1)]
+    cases.append((torch.zeros(2, 4), 0.5, 1))  # the two most probable of four equal: ids 2, 3
+    cases.append((torch.zeros(1, 8), 0.25, 1))  # 1/8 each: the nucleus is exactly 2 of the 8
+    ties = torch.tensor([[1.0, 0.0, 1.0, 2.0, 1.0, 0.0, 2.0, -1.0],
+                         [0.0, 3.0, 0.0, 0.0, 3.0, 0.0, 1.0, 1.0]])
+    cases += [(ties, 0.5, 1), (ties, 0.8, 1), (ties, 0.95, 1)]
+    cases.append((random, 0.05, 3))  # min_tokens_to_keep: 3 kept though one token crosses 0.05
+    cases.append((torch.zeros(1, 4), 0.5, 3))
+    masked = torch.randn(3, 9, generator=g)
+    masked[:, ::3] = float("-inf")  # tokens already removed by top-k
+    cases += [(masked, 0.7, 1), (masked, 1.0, 1)]
+    cases.append((torch.randn(5, 16, generator=g) * 1.5, 0.75, 2))
+    return cases
 
 
-def _ranking(scores, lengths, key) -> list[int]:
-    """Indices best first by ``key(score, length)`` (stable: ties keep their order)."""
-    return sorted(range(len(scores)), key=lambda i: -key(scores[i], lengths[i]))
+def _top_p_desc(logits, top_p, min_keep, *, strict=True, ties_low_first=True):
+    """The same filter written from the most probable token down, with its variants."""
+    x = logits.flip(-1) if ties_low_first else logits
+    probs, order = torch.sort(x.softmax(-1), dim=-1, descending=True, stable=True)
+    before = probs.cumsum(-1) - probs  # mass strictly above each token
+    remove = before >= top_p if strict else before > top_p
+    remove[..., :min_keep] = False
+    remove = remove.scatter(-1, order, remove)
+    return x.masked_fill(remove, float("-inf")).flip(-1) if ties_low_first else x.masked_fill(remove, float("-inf"))
+
+
+def _top_p_mistakes():
+    """(hint, wrong filter (x, p, m) -> logits) for the usual mistakes. A hint is given only when its
+    mistake explains the answers on every case (and so never names a mistake that was not made)."""
+    inf = float("-inf")
+
+    def desc_rule(op):  # from the most probable down, with ``op(cumulative, mass before, p)``
+        def f(x, p, m):
+            probs, order = torch.sort(x.softmax(-1), dim=-1, descending=True, stable=True)
+            remove = op(probs.cumsum(-1), probs.cumsum(-1) - probs, p)
+            remove[..., :m] = False
+            return x.masked_fill(remove.scatter(-1, order, remove), inf)
+        return f
+
+    def asc_rule(op=torch.le, keep="top", softmax=True):  # Hugging Face's way, with one change
+        def f(x, p, m):
+            s, o = torch.sort(x, dim=-1, stable=True)
+            remove = op((s.softmax(-1) if softmax else s).cumsum(-1), 1 - p)
+            if keep == "top":
+                remove[..., -m:] = False
+            elif keep == "bottom":
+                remove[..., :m] = False
+            return x.masked_fill(remove.scatter(-1, o, remove), inf)
+        return f
+
+    def one_threshold(x, p, m):
+        right = _hf_top_p(x, p, m)
+        return x.masked_fill(x < right[0][torch.isfinite(right[0])].min(), inf)
+
+    return [
+        ("you removed the token that crosses top_p: the nucleus is the smallest set whose probability reaches "
+         "top_p, so the token that takes the sum past top_p stays in it.", desc_rule(lambda c, b, p: c > p)),
+        ("one token too many at an exact boundary: a token goes when the mass of it and of every less probable "
+         "token is *at most* 1 - top_p (`<=`, not `<`).", asc_rule(torch.lt)),
+        ("one token too many at an exact boundary: when the more probable tokens already hold exactly top_p, the "
+         "nucleus is complete without the next one.", lambda x, p, m: _top_p_desc(x, p, m, strict=False)),
+        ("one token too many at an exact boundary (when the more probable tokens already hold exactly top_p, the "
+         "nucleus is complete without the next one), and ties broken the wrong way (among equal probabilities "
+         "the smaller id counts as less probable, so it goes first).",
+         lambda x, p, m: _top_p_desc(x, p, m, strict=False, ties_low_first=False)),
+        ("ties broken the wrong way: among tokens of equal probability the one with the smaller id counts as "
+         "less probable (Hugging Face's ascending sort), so it is the first to go.",
+         lambda x, p, m: _top_p_desc(x, p, m, ties_low_first=False)),
+        ("min_tokens_to_keep is ignored: that many of the most probable tokens always stay, whatever top_p.",
+         asc_rule(keep="none")),
+        ("min_tokens_to_keep protects the least probable tokens in your code: it must keep the most probable ones "
+         "(the end of an ascending sort).", asc_rule(keep="bottom")),
+        ("you summed the logits: the nucleus is defined by probabilities, softmax first, then the cumulative sum.",
+         asc_rule(softmax=False)),
+        ("you treated the batch as one distribution: each row is its own distribution, filter along the last "
+         "dimension, row by row.", lambda x, p, m: _hf_top_p(x.reshape(1, -1), p, m).reshape(x.shape)),
+        ("you filtered along dim=0, the batch: sort and softmax along the vocabulary, dim=-1.",
+         lambda x, p, m: _hf_top_p(x.T.contiguous(), p, m).T),
+        ("one threshold for the whole batch: each row needs its own nucleus.", one_threshold),
+        ("you kept the tokens whose own probability is at least 1 - top_p: the rule is on the *sum* of the "
+         "probabilities of the tokens, sorted.", lambda x, p, m: x.masked_fill(x.softmax(-1) < 1 - p, inf)),
+    ]
+
+
+def _same_filter(a, b):
+    return isinstance(a, torch.Tensor) and a.shape == b.shape and not a.is_complex() and bool(
+        ((a == b) | (torch.isneginf(a) & torch.isneginf(b))).all())
 
 
 @checker("Exercise 8.3")
-def length_ranking(my_length_ranking) -> None:
-    """``my_length_ranking(scores, lengths, alpha) -> indices best first`` by ``score / length ** alpha``.
-
-    A mistake is named only when it explains the student's answer on every case (and differs from
-    the right answer on at least one), so that a hint never describes a mistake the student did
-    not make.
-    """
-    answers = []
-    for scores, lengths, alpha in _LENGTH_CASES:
-        got = my_length_ranking(list(scores), list(lengths), alpha)
-        ranking = _as_indices(got, len(scores))
-        if ranking is None:
-            if isinstance(got, (list, tuple)) and got and all(isinstance(v, float) for v in got):
-                if sorted(got) == list(range(len(scores))):
-                    hint(f"return the indices as a list of ints; you returned floats ({got}).")
-                hint("you returned scores; return the indices of the hypotheses, best first "
-                     "(sorted(range(len(scores)), key=...)).")
-            hint(f"return the indices of the hypotheses as a list of ints, best first (got {describe(got)}).")
-        if sorted(ranking) != list(range(len(scores))):
-            hint(f"return every index 0..{len(scores) - 1} exactly once, best first (got {ranking}).")
-        answers.append(ranking)
-    expected = [_ranking(s, l, lambda x, n, a=a: x / n**a) for s, l, a in _LENGTH_CASES]
-    if answers == expected:
-        passed("normalized scores compare hypotheses of different lengths fairly (and alpha=0 gives back the raw ranking).")
-    mistakes = [
-        (lambda x, n, a: x, "you ranked by the raw summed log-probability: every extra token lowers it, so "
-                            "short hypotheses win. Divide by `length ** alpha` first."),
-        (lambda x, n, a: -x / n**a, "that is the worst first: sort from the highest normalized score "
-                                    "(closest to 0) down."),
-        (lambda x, n, a: x * n**a, "you multiplied by the length; normalization divides: `score / length ** alpha`."),
-        (lambda x, n, a: x / n, "you divided by the length but forgot the exponent `alpha`: `score / length ** alpha`."),
-        (lambda x, n, a: x / ((5 + n) / 6) ** a, "that is the GNMT length penalty ((5 + length) / 6) ** alpha; "
-                                                 "this exercise divides by `length ** alpha` itself."),
-        (lambda x, n, a: x / (n * a) if a else x, "the exponent: `length ** alpha`, not `length * alpha`."),
-        (lambda x, n, a: x / a**n if a else x, "base and exponent are swapped: `length ** alpha`, not `alpha ** length`."),
-    ]
-    for key, message in mistakes:
-        wrong = [_ranking(s, l, lambda x, n, a=a, key=key: key(x, n, a)) for s, l, a in _LENGTH_CASES]
-        if answers == wrong and wrong != expected:
+def top_p_filter(my_top_p) -> None:
+    """``my_top_p(logits, top_p, min_tokens_to_keep=1)``: logits (B, V) -> (B, V), ``-inf``
+    outside each row's nucleus, with Hugging Face's rule (``TopPLogitsWarper``): boundary,
+    ties and ``min_tokens_to_keep`` exactly as there. Compared with :func:`_hf_top_p`."""
+    cases, answers = _top_p_cases(), []
+    for x, p, m in cases:
+        got = my_top_p(x.clone(), p, m) if m != 1 else my_top_p(x.clone(), p)
+        if isinstance(got, tuple) and got and isinstance(got[0], torch.Tensor):
+            hint("return one tensor, the filtered logits, not a tuple (torch.sort returns a pair: values and "
+                 "indices).")
+        got = require_tensor(got, f"the filtered logits, a tensor of shape (B, V) = {tuple(x.shape)}")
+        if tuple(got.shape) != tuple(x.shape):
+            if tuple(got.shape) == (x.shape[1],) or x.shape[0] > 1 and tuple(got.shape) == (1, x.shape[1]):
+                hint("you returned one row (V,): filter every row of the batch and keep its shape, (B, V).")
+            hint(f"return the logits with the same shape as the input, (B, V) = {tuple(x.shape)} (got "
+                 f"{tuple(got.shape)}).", generic=True)
+        if got.is_complex() or not got.is_floating_point():
+            hint(f"return floating-point logits, like the input (got dtype {got.dtype}).")
+        answers.append(got)
+    rights = [_hf_top_p(x, p, m) for x, p, m in cases]
+    if all(_same_filter(got, right) for got, right in zip(answers, rights)):
+        passed("the nucleus of every row, with Hugging Face's boundary (the crossing token stays), its ties and "
+               "min_tokens_to_keep.")
+    for message, wrong in _top_p_mistakes():
+        if all(_same_filter(got, wrong(x, p, m)) for got, (x, p, m) in zip(answers, cases)):
             hint(message)
-    for (scores, lengths, alpha), got, right in zip(_LENGTH_CASES, answers, expected):
-        if got != right:
-            hint(f"for scores={[round(s, 3) for s in scores]}, lengths={lengths}, alpha={alpha} the ranking is "
-                 f"{right}, you returned {got}.", generic=True)
+    for got, right, (x, p, m) in zip(answers, rights, cases):
+        if _same_filter(got, right):
+            continue
+        keep = torch.isfinite(right)
+        if close(got, right.softmax(-1)):
+            hint("you returned probabilities: return the filtered *logits* (-inf outside the nucleus); the softmax "
+                 "comes later.")
+        same_kept = got.dtype == right.dtype and torch.equal(got[keep], right[keep])
+        if same_kept and bool((got[~keep] == 0).all()):
+            hint("you set the removed logits to 0, but exp(0) = 1: they keep some probability. Use float('-inf').")
+        if same_kept and bool(torch.isnan(got[~keep]).all()):
+            hint("you filled the removed logits with NaN: a softmax over a row with NaN is NaN everywhere. Use "
+                 "float('-inf').")
+        if same_kept and bool((torch.isfinite(got[~keep]) & (got[~keep] < -1e3)).all()):
+            hint("use float('-inf') for the removed logits, not a large negative number: only -inf gives them "
+                 "probability exactly 0.")
+        already_sorted = any(torch.equal(x.sort(-1, descending=d).values, x) for d in (False, True))
+        if not already_sorted and any(_same_filter(got, right.sort(-1, descending=d).values) for d in (False, True)):
+            hint("keep each logit in its place (its token id): scatter the decisions back to vocabulary order "
+                 "instead of returning the sorted logits.")
+        if bool(torch.isfinite(got).sum(-1).eq(0).any()):
+            hint("a row has no token left: the most probable token (and min_tokens_to_keep of them) always stays.")
+        if torch.equal(torch.isfinite(got), keep):
+            hint("the right tokens are kept, but their logits changed: return the kept logits unchanged.")
+        hint(f"with top_p={p}, min_tokens_to_keep={m}: {first_difference(got, right, 'logits')}; the rule: sort "
+             "the probabilities, remove a token when it and every less probable token hold at most 1 - top_p, "
+             "keep the min_tokens_to_keep most probable.", generic=True)
 
 
 # ------------------------------------------------------------------------------- Exercise 8.4
-@checker("Exercise 8.4")
-def top_k_filter(my_top_k) -> None:
-    """``my_top_k(logits, k)``: logits (B, V) -> (B, V), -inf outside each row's k largest."""
-    g = torch.Generator().manual_seed(0)
-    logits = torch.randn(3, 8, generator=g)
-    logits[2] -= 5  # a row with much smaller logits: a batch-wide threshold would empty it
-    for k in (1, 3, 8):
-        kth = logits.topk(k, dim=-1).values[:, -1:]
-        expected = logits.masked_fill(logits < kth, float("-inf"))
-        got = my_top_k(logits.clone(), k)
-        if not isinstance(got, torch.Tensor) or got.shape != logits.shape:
-            if isinstance(got, tuple) and got and isinstance(got[0], torch.Tensor):
-                hint("return one tensor, the filtered logits; torch.topk returns a pair (values, indices), "
-                     "which is a means, not the answer.")
-            hint(f"return a tensor of the same shape as `logits` {tuple(logits.shape)} (got "
-                 f"{tuple(got.shape) if isinstance(got, torch.Tensor) else describe(got)}).")
-        if torch.equal(got, expected):
+class _Proxy(torch.nn.Module):
+    """What the student's loop is given: a model with ``config`` and ``__call__`` only (no
+    ``generate``), counting its calls. A module whose counters are plain ints, so that the
+    grader, which runs the student's code in another process, gets them back with the module."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.config, self.calls = model, model.config, 0
+
+    def forward(self, ids, *args, **kwargs):
+        self.calls += 1
+        return self.model(ids, *args, **kwargs)
+
+
+_TINY_GPTS: dict = {}
+
+
+def _tiny_gpt(vocab_size, context_length, seed):
+    """A small random GPT in float64 (so that sums of probabilities agree to 1e-15 whatever the
+    order of the student's operations), built once per process."""
+    key = (vocab_size, context_length, seed)
+    if key not in _TINY_GPTS:
+        from companion.model import GPT, GPTConfig  # the chapter's model (the student is given it)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            config = GPTConfig(vocab_size=vocab_size, context_length=context_length, d_model=16, n_layers=1,
+                               n_heads=2, dropout=0.0)
+            model = GPT(config).double().eval()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.mul_(4.0)  # sharper distributions than at initialisation
+        _TINY_GPTS[key] = model
+    return _TINY_GPTS[key]
+
+
+def _reference_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, seed=0, *, crop=True,
+                      temperature_at="logits", order="k then p", position=-1, draw="multinomial", dtype=None,
+                      append=True):
+    """The reference loop, and its variants (selected by the keyword arguments)."""
+    g = torch.Generator().manual_seed(seed)
+    ctx = model.config.context_length
+    with torch.no_grad():
+        for _ in range(n):
+            window = ids[:, -ctx:] if crop == True else ids[:, :ctx] if crop == "first" else ids  # noqa: E712
+            logits = model(window)[0][:, position]  # (B, V)
+            if temperature_at == "logits":
+                logits = logits / temperature
+            elif temperature_at == "times":
+                logits = logits * temperature
+            steps = {"k": lambda z: z.masked_fill(z < z.topk(top_k, dim=-1).values[:, -1:], float("-inf"))
+                     if top_k is not None else z,
+                     "p": lambda z: _hf_top_p(z, top_p) if top_p is not None else z}
+            if order == "k then p":
+                logits = steps["p"](steps["k"](logits))
+            elif order == "p then k":
+                logits = steps["k"](steps["p"](logits))
+            elif order == "p before temperature":
+                logits = steps["p"](steps["k"](logits * temperature)) / temperature
+            elif order == "no k":
+                logits = steps["p"](logits)
+            elif order == "no p":
+                logits = steps["k"](logits)
+            probs = logits.softmax(-1)
+            if dtype is not None:
+                probs = probs.to(dtype)
+            if draw == "argmax":
+                new = probs.argmax(-1, keepdim=True)
+            else:
+                new = torch.multinomial(probs, 1, generator=g)  # (B, 1)
+            ids = torch.cat([ids, new], dim=1) if append else new
+    return ids
+
+
+_OWN_DECODERS = ("the values may be right, but your code runs companion.decoding, the course's own decoders: the "
+                 "exercise is to write the loop yourself (the model given is the only companion code to call).")
+
+
+_SAMPLE_CASES = [  # (B, T, n, temperature, top_k, top_p, seed): 3 x 3 + 12 steps, past the window of 8
+    (3, 3, 12, 0.7, None, None, 1),
+    (4, 2, 10, 1.6, 5, None, 2),
+    (3, 4, 9, 0.8, None, 0.6, 3),
+    (4, 3, 11, 1.3, 6, 0.7, 4),
+]
+
+
+@checker("Exercise 8.4", companion_given=True)
+def sample_loop(my_sample) -> None:
+    """``my_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None)``:
+    (B, T) -> (B, T + n). Compared token for token with :func:`_reference_sample` under the same
+    seed (the exercise fixes the draw, ``torch.multinomial(probs, 1, generator=generator)`` once
+    per step); the model is a random GPT whose window (8) the loop outgrows."""
+    model = _tiny_gpt(11, 8, seed=84)
+    g = torch.Generator().manual_seed(840)
+    for B, T, n, tau, top_k, top_p, seed in _SAMPLE_CASES:
+        ids = torch.randint(11, (B, T), generator=g)
+        proxy = _Proxy(model)
+        kwargs = dict(temperature=tau, top_k=top_k, top_p=top_p)
+        try:
+            with rules.watch() as seen:  # the model is the companion's; its decoders must not run
+                got = my_sample(proxy, ids.clone(), n, generator=torch.Generator().manual_seed(seed), **kwargs)
+            if seen.used_module("companion.decoding"):
+                hint(_OWN_DECODERS)
+        except Exception as exc:  # the student's own error: name the common ones, else report it
+            error = getattr(exc, "error", None)
+            text = str(error)
+            if isinstance(error, ValueError) and "longer than the model's context" in text:
+                hint("the sequence outgrew the model's window: feed it only the last "
+                     "model.config.context_length tokens, `ids[:, -model.config.context_length:]` (the result "
+                     "still holds them all).")
+            if isinstance(error, RuntimeError) and "probability tensor contains" in text:
+                hint("torch.multinomial was given negative or infinite weights: you sampled from the logits. "
+                     "Turn them into probabilities with a softmax first.")
+            raise
+        got = require_tensor(got, f"token ids of shape (B, T + n) = {(B, T + n)}")
+        if tuple(got.shape) != (B, T + n):
+            if tuple(got.shape) == (B, n):
+                hint("you returned only the new tokens: return the whole sequences, prompt included, (B, T + n).")
+            if tuple(got.shape) in ((B, T + 1), (B, 1)):
+                hint("only one token was added: append each new token to `ids` (ids = torch.cat([ids, new], "
+                     "dim=1)) so that the next step sees it.")
+            hint(f"the result should have shape (B, T + n) = {(B, T + n)} (got {tuple(got.shape)}).", generic=True)
+        if got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
+            hint(f"return integer token ids (dtype torch.long), got dtype {got.dtype}.")
+        if not torch.equal(got[:, :T], ids):
+            hint("the first T columns must be the prompt `ids`, unchanged.")
+        right = _reference_sample(model, ids, n, **kwargs, seed=seed)
+        if torch.equal(got, right) or torch.equal(got, _reference_sample(model, ids, n, **kwargs, seed=seed,
+                                                                          dtype=torch.float32)):
+            if proxy.calls != n:
+                hint(f"the model was called {proxy.calls} times for {n} tokens: one call per new token.")
             continue
-        if close(got, expected.softmax(-1)):
-            hint("you returned probabilities; return the filtered *logits* (-inf outside the top k), the softmax comes later.")
-        if torch.equal(got, logits.masked_fill(logits < kth, 0.0)):
-            hint("you set the other logits to 0, but exp(0) = 1: those tokens still get probability. Use `float('-inf')`.")
-        finite = torch.isfinite(got) & torch.isfinite(expected)
-        if (not got.is_complex() and bool(torch.isnan(got).any()) and bool(torch.isfinite(got[finite]).all())
-                and torch.equal(got[finite], expected[finite])):
-            hint("you filled the other logits with NaN: a softmax over a row with NaN is NaN everywhere. Use "
-                 "`float('-inf')`, which gives them probability exactly 0.")
-        if bool((torch.isfinite(expected) == (got > -1e3)).all()) and torch.equal(got[finite], expected[finite]) and k < 8:
-            hint("use `float('-inf')` for the removed logits, not a large negative number: only -inf gives "
-                 "them probability exactly 0 whatever the other logits are.")
-        smallest = logits.topk(k, dim=-1, largest=False).values[:, -1:]
-        if torch.equal(got, logits.masked_fill(logits > smallest, float("-inf"))):
-            hint("you kept the k *smallest* logits; keep the k largest (`torch.topk` returns the largest by default).")
-        kept = torch.isfinite(got).sum(-1)
-        if k < 8 and (kept == k - 1).all():
-            hint("one token too few: keep every logit >= the k-th largest (`logits < kth` is what to mask).")
-        if k < 7 and (kept == k + 1).all():
-            hint("one token too many: the threshold is the k-th largest value, `topk(k).values[..., -1:]`.")
-        flat_kth = logits.flatten().topk(k).values[-1]
-        if torch.equal(got, logits.masked_fill(logits < flat_kth, float("-inf"))):
-            hint("you chose the top k over the whole batch; filter each row on its own (`topk(k, dim=-1)`, threshold of shape (B, 1)).")
-        if torch.equal(got, logits.masked_fill(logits < logits.topk(k, dim=0).values[-1:], float("-inf"))):
-            hint("you chose the top k of each column (dim=0); filter each row over the vocabulary: `topk(k, dim=-1)`.")
-        if torch.equal(got, logits.sort(-1, descending=True).values.masked_fill(
-                torch.arange(8) >= k, float("-inf"))):
-            hint("keep each logit in its place (its token id): mask the others with -inf instead of sorting.")
-        hint(f"with k={k}, each row should keep its {k} largest logits unchanged and set the others to -inf: "
-             f"{first_difference(got, expected, 'logits')}.", generic=True)
-    passed("each row keeps its k largest logits; the rest get probability exactly 0 after the softmax.")
+        again = my_sample(_Proxy(model), ids.clone(), n, generator=torch.Generator().manual_seed(seed), **kwargs)
+        if not torch.equal(again, got):
+            hint("two runs with the same seeded generator gave different tokens: pass it to every draw, "
+                 "torch.multinomial(probs, 1, generator=generator).")
+        variants = [
+            (dict(temperature_at="none"), "the temperature changes nothing in your samples: divide the *logits* by "
+                                          "it, before the softmax (dividing the probabilities is undone by the "
+                                          "normalization)."),
+            (dict(temperature_at="times"), "you multiplied the logits by the temperature: divide them by it."),
+            (dict(draw="argmax"), "you took the most probable token: sample it, "
+                                  "torch.multinomial(probs, 1, generator=generator)."),
+            (dict(crop="first"), "you kept the first context_length tokens: keep the *last* ones, "
+                                 "ids[:, -model.config.context_length:]."),
+            (dict(position=0), "you used the first position's logits: the next token is predicted at the last "
+                               "position, logits[:, -1]."),
+            (dict(order="p before temperature"), "top-p was applied before the temperature: divide by the "
+                                                 "temperature first, then filter (the nucleus depends on it)."),
+            (dict(order="p then k"), "your nucleus was measured before top-k (top-p applied first, or to the "
+                                     "unfiltered distribution): apply top-k first, then top-p to the logits it "
+                                     "returned, so that the nucleus is measured on probabilities renormalised over "
+                                     "the tokens left."),
+            (dict(order="no k"), "top_k has no effect: keep only the top_k largest logits when top_k is given."),
+            (dict(order="no p"), "top_p has no effect: apply your my_top_p when top_p is given."),
+        ]
+        for flags, message in variants:
+            if torch.equal(got, _reference_sample(model, ids, n, **kwargs, seed=seed, **flags)):
+                hint(message)
+        hint(f"with temperature={tau}, top_k={top_k}, top_p={top_p} the tokens differ from the reference loop "
+             f"under the same seed: {first_difference(got, right, 'tokens')}. Each step: crop, last position's "
+             "logits / temperature, top-k, top-p, softmax, one torch.multinomial(probs, 1, generator=generator) "
+             "for the whole batch, append.", generic=True)
+    passed("temperature, top-k and top-p in the right order, one seeded draw per step, and a window that "
+           "slides: the same tokens as the reference loop.")
 
 
 # ------------------------------------------------------------------------------- Exercise 8.5
@@ -435,3 +641,227 @@ def cached_attention(my_cached_attention) -> None:
              "append the new key and value, then attend over every position in the cache.", generic=True)
     passed("each new token appends its key and value and attends over the cache: the same outputs as full "
            "causal attention, one token at a time.")
+
+
+# ------------------------------------------------------------------------------- Exercise 8.6
+class _WatchedCache:
+    """The GPT's cache, handed to the student: writes every ``reorder`` into its owner's log."""
+
+    def __init__(self, cache, owner):
+        self._cache, self._owner = cache, owner
+
+    def reorder(self, index):
+        self._owner.note("reorder", ",".join(str(int(i)) for i in torch.as_tensor(index).flatten().tolist()))
+        self._cache.reorder(index)
+
+    def __len__(self):
+        return len(self._cache)
+
+    @property
+    def batch_size(self):
+        return self._cache.batch_size
+
+
+class _CachedProxy(torch.nn.Module):
+    """A GPT with ``config``, ``new_cache()`` and ``__call__``; logs the calls and what they fed.
+
+    The log is one string (``"kind:detail;..."``): the grader runs the student's code in another
+    process and copies a module's plain attributes back, so the log has to be plain data."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.config, self.log_text = model, model.config, ""
+
+    def note(self, kind, detail=""):
+        self.log_text += f"{kind}:{detail};"
+
+    @property
+    def log(self):
+        """[(kind, detail)]: ("new_cache", None), ("call", ((B, T), cached)), ("reorder", [rows])."""
+        out = []
+        for entry in self.log_text.split(";")[:-1]:
+            kind, _, detail = entry.partition(":")
+            if kind == "call":
+                b, t, cached = detail.split(",")
+                out.append((kind, ((int(b), int(t)), cached == "1")))
+            elif kind == "reorder":
+                out.append((kind, [int(i) for i in detail.split(",") if i]))
+            else:
+                out.append((kind, None))
+        return out
+
+    def new_cache(self):
+        self.note("new_cache")
+        return _WatchedCache(self.model.new_cache(), self)
+
+    def forward(self, ids, cache=None, **kwargs):
+        shape = tuple(ids.shape) if ids.dim() == 2 else (1, ids.shape[-1])
+        self.note("call", f"{shape[0]},{shape[1]},{int(cache is not None)}")
+        inner = cache._cache if isinstance(cache, _WatchedCache) else cache
+        return self.model(ids, cache=inner, **kwargs) if inner is not None else self.model(ids, **kwargs)
+
+
+def _log_probs_of(model, seqs, T):
+    """Summed log-probabilities of ``seqs[:, T:]`` given ``seqs[:, :T]``, from scratch (no cache)."""
+    with torch.no_grad():
+        logp = model(seqs[:, :-1])[0].log_softmax(-1)[:, T - 1:]  # (N, n, V)
+    return logp.gather(-1, seqs[:, T:, None])[..., 0].sum(-1)  # (N,)
+
+
+def _brute_force(model, prompt, n, k):
+    """The exact k best continuations of n tokens: every one of the V**n scored without a cache."""
+    import itertools
+    V, T = model.config.vocab_size, prompt.shape[0]
+    tails = torch.tensor(list(itertools.product(range(V), repeat=n)))  # (V**n, n)
+    seqs = torch.cat([prompt.expand(len(tails), T), tails], 1)
+    scores = _log_probs_of(model, seqs, T)
+    best = scores.argsort(descending=True)[:k]
+    return seqs[best], scores[best]
+
+
+def _uncached_beam(model, prompt, n, k, *, per_beam=False, raw_logits=False, last_only=False):
+    """Beam search without a cache (the whole sequences fed at every step), and its variants."""
+    seqs, scores = prompt[None], torch.zeros(1, dtype=torch.float64)
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(seqs)[0][:, -1]  # (n_beams, V)
+            step = logits.double() if raw_logits else logits.double().log_softmax(-1)
+            cand = (step if last_only else scores[:, None] + step)  # (n_beams, V)
+            if per_beam and cand.shape[0] > 1:  # each beam extended by its own best token
+                top_scores, best = cand.max(-1)
+                order = top_scores.argsort(descending=True)
+                top_scores, top_flat = top_scores[order], best[order] + order * cand.shape[1]
+            else:
+                top_scores, top_flat = cand.flatten().topk(min(k, cand.numel()))
+            parents, tokens = top_flat // cand.shape[1], top_flat % cand.shape[1]
+            seqs = torch.cat([seqs[parents], tokens[:, None]], 1)
+            scores = top_scores if not last_only else scores[parents] + step[parents, tokens]
+    return seqs, scores
+
+
+def _cached_no_reorder(model, prompt, n, k):
+    """The usual mistake: k copies of the prompt in the cache (scores 0, -inf, ...), never reordered."""
+    with torch.no_grad():
+        cache = model.new_cache()
+        logits = model(prompt[None].expand(k, -1), cache=cache)[0][:, -1]
+        scores = torch.full((k,), float("-inf"), dtype=torch.float64)
+        scores[0] = 0.0
+        seqs = prompt[None].expand(k, -1)
+        for step in range(n):
+            cand = scores[:, None] + logits.double().log_softmax(-1)
+            top_scores, top_flat = cand.flatten().topk(k)
+            parents, tokens = top_flat // cand.shape[1], top_flat % cand.shape[1]
+            seqs, scores = torch.cat([seqs[parents], tokens[:, None]], 1), top_scores
+            if step < n - 1:
+                logits = model(tokens[:, None], cache=cache)[0][:, -1]
+    return seqs, scores
+
+
+_BEAM_CASES = [  # (prompt length, n new tokens, k): k = V ** (n - 1) is exhaustive, k = 1 is greedy
+    (4, 5, 3),
+    (3, 3, 25),
+    (2, 4, 1),
+    (5, 6, 4),
+]
+
+
+def _as_beams(out, k, T, n):
+    """(seqs (k, T + n) long, scores (k,) float64) from the student's answer; hint otherwise."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        hint("return a pair `(seqs, scores)`: the k sequences (k, T + n), best first, and their scores (k,).")
+    seqs, scores = out
+    seqs = require_tensor(seqs, f"the sequences, token ids of shape (k, T + n) = {(k, T + n)}")
+    if isinstance(scores, (list, tuple)):
+        try:
+            scores = torch.tensor([float(s) for s in scores], dtype=torch.float64)
+        except (TypeError, ValueError):
+            hint("`scores` must be a tensor (or list) of k floats, the summed log-probabilities.")
+    scores = require_tensor(scores, "the scores, a tensor of shape (k,)")
+    if tuple(seqs.shape) == (k, n):
+        hint("you returned only the new tokens: return the whole sequences, prompt included, (k, T + n).")
+    if tuple(seqs.shape) != (k, T + n):
+        hint(f"the sequences should have shape (k, T + n) = {(k, T + n)} (got {tuple(seqs.shape)}).", generic=True)
+    if seqs.is_floating_point() or seqs.is_complex() or seqs.dtype == torch.bool:
+        hint(f"return the sequences as integer token ids (got dtype {seqs.dtype}).")
+    if scores.numel() != k or scores.is_complex():
+        hint(f"`scores` should hold k={k} numbers, one per sequence (got shape {tuple(scores.shape)}).")
+    return seqs.long(), scores.reshape(-1).double()
+
+
+@checker("Exercise 8.6", companion_given=True)
+def cached_beam_search(my_beam_search) -> None:
+    """``my_beam_search(model, prompt, n, k) -> (seqs, scores)``: beam search of width ``k`` for
+    ``n`` new tokens on a GPT's KV cache (no end of sequence). Compared with brute force (every
+    ``V ** n`` continuation scored without a cache, where ``k`` covers every prefix) and with beam
+    search without a cache; the calls must feed the prompt once, then only the new tokens, and
+    reorder the cache to the surviving beams."""
+    model = _tiny_gpt(5, 16, seed=86)
+    g = torch.Generator().manual_seed(860)
+    for T, n, k in _BEAM_CASES:
+        prompt = torch.randint(5, (T,), generator=g)
+        proxy = _CachedProxy(model)
+        try:
+            with rules.watch() as seen:  # the model is the companion's; its decoders must not run
+                out = my_beam_search(proxy, prompt.clone(), n, k)
+            if seen.used_module("companion.decoding"):
+                hint(_OWN_DECODERS.replace("the loop", "the search"))
+        except Exception as exc:
+            error = getattr(exc, "error", None)
+            if isinstance(error, ValueError) and "cache.reorder" in str(error) and not any(
+                    e == "reorder" for e, _ in proxy.log):
+                hint("the cache still holds the prompt's one row while you feed k beams: after choosing the "
+                     "beams, call cache.reorder(parents) (the row of each new beam's parent), then feed their "
+                     "new tokens.")
+            raise
+        seqs, scores = _as_beams(out, k, T, n)
+        if not torch.equal(seqs[:, :T], prompt.expand(k, T)):
+            hint("every sequence must start with the prompt, unchanged.")
+        right_seqs, right_scores = (_brute_force(model, prompt, n, k) if k >= 5 ** (n - 1)
+                                    else _uncached_beam(model, prompt, n, k))
+        true_scores = _log_probs_of(model, seqs, T)  # what the student's sequences really score
+        calls = [a for e, a in proxy.log if e == "call"]
+        if not any(e == "new_cache" for e, _ in proxy.log) or not any(cached for _, cached in calls):
+            hint("use the KV cache: cache = model.new_cache(), feed the prompt once with model(prompt[None], "
+                 "cache=cache), then only the new tokens (n_beams, 1).")
+        fed = [shape for shape, _ in calls]
+        ok_tokens = torch.equal(seqs, right_seqs)
+        ok_scores = close(scores, right_scores, rtol=1e-6, atol=1e-5)
+        if ok_tokens and ok_scores:
+            if fed[0] != (1, T) or any(shape[1] != 1 for shape in fed[1:]) or len(fed) != n:
+                hint(f"the beams are right, but the calls fed {fed}: feed the prompt once, (1, T), then only the "
+                     "newest token of each beam, (n_beams, 1), once per step: that is what the cache is for.")
+            continue
+        variants = [
+            (_uncached_beam(model, prompt, n, k, per_beam=True), "each beam was extended by its own best token "
+             "(k greedy searches side by side): rank all n_beams x V candidates together (flatten) and keep the "
+             "best k, so that a strong beam may continue twice and a weak one none."),
+            (_uncached_beam(model, prompt, n, k, raw_logits=True), "you added raw logits: a candidate's score "
+             "adds the log-probability of its token, logits.log_softmax(-1)."),
+            (_uncached_beam(model, prompt, n, k, last_only=True), "the candidates were ranked by the last "
+             "token's log-probability alone: add the parent beam's score, scores[:, None] + logp."),
+        ]
+        for (wrong_seqs, wrong_scores), message in variants:
+            if torch.equal(seqs, wrong_seqs):
+                hint(message)
+        if close(scores, right_scores, rtol=1e-6, atol=1e-5) and not torch.equal(seqs, right_seqs):
+            hint("the scores are right but the sequences are not: index the sequences by the parents too, "
+                 "seqs = torch.cat([seqs[parents], tokens[:, None]], dim=1), as the cache is reordered.")
+        if not close(scores, true_scores, rtol=1e-6, atol=1e-5):
+            no_reorder = _cached_no_reorder(model, prompt, n, k)
+            if not any(e == "reorder" for e, _ in proxy.log) or (
+                    torch.equal(seqs, no_reorder[0]) and close(scores, no_reorder[1], rtol=1e-6, atol=1e-5)):
+                hint("the scores you return are not those of the sequences you return: the cache's rows no longer "
+                     "match the beams. After choosing them, call cache.reorder(parents), so that row b of the "
+                     "cache holds the keys and values of beam b's parent, then feed the new tokens.")
+            if close(scores, true_scores.exp(), rtol=1e-6) or bool((scores > 0).any()):
+                hint("the scores should be summed log-probabilities (log_softmax), not probabilities or logits.")
+        if close(scores, true_scores, rtol=1e-6, atol=1e-5) and bool((scores[1:] > scores[:-1] + 1e-12).any()):
+            hint("list the sequences best first (highest score first).")
+        if torch.equal(seqs, right_seqs) and not ok_scores:
+            hint("the right sequences, but wrong scores: each is the sum of the log-probabilities of the n new "
+                 "tokens.")
+        what = "the exact best k of all continuations" if k >= 5 ** (n - 1) else "beam search without a cache"
+        hint(f"for a prompt of {T} tokens, n={n}, k={k} the beams differ from {what}: "
+             f"{first_difference(seqs, right_seqs, 'seqs')}.", generic=True)
+    passed("the prompt fed once, then one token per beam, with the cache reordered to the surviving beams: the "
+           "same beams and scores as search without a cache, and the exact best sequences where k covers all.")

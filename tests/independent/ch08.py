@@ -297,168 +297,190 @@ def my_beam_step(beam_scores, next_probs, k, eos_id):
 
 
 # ---------------------------------------------------------------- 8.3 ----
-def lr(name, expect, why, source):
-    case("8.3", "length_ranking", name, expect, why, source,
-         "my_length_ranking")
+def tp(name, expect, why, source):
+    case("8.3", "top_p_filter", name, expect, why, source, "my_top_p")
 
 
-lr("worst_first", "wrong", "ascending order", """
-def my_length_ranking(scores, lengths, alpha):
-    return sorted(range(len(scores)), key=lambda i: scores[i] / lengths[i] ** alpha)
+tp("right_descending", "right", "sorted descending, ties reversed by flipping the vocabulary", """
+def my_top_p(logits, top_p, min_tokens_to_keep=1):
+    x = logits.flip(-1)
+    probs, order = x.softmax(-1).sort(dim=-1, descending=True, stable=True)
+    tail = probs.flip(-1).cumsum(-1).flip(-1)
+    remove = tail <= 1 - top_p
+    remove[:, :min_tokens_to_keep] = False
+    out = x.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+    return out.flip(-1)
 """)
-lr("multiplies", "wrong", "score * length ** alpha", """
-def my_length_ranking(scores, lengths, alpha):
-    return sorted(range(len(scores)), key=lambda i: -scores[i] * lengths[i] ** alpha)
+tp("right_loop", "right", "row by row in Python, ascending with sorted() on (logit, id)", """
+def my_top_p(logits, top_p, min_tokens_to_keep=1):
+    out = logits.clone()
+    for b in range(logits.shape[0]):
+        probs = logits[b].softmax(-1)
+        order = sorted(range(logits.shape[1]), key=lambda i: (logits[b, i].item(), i))
+        mass = torch.cumsum(probs[order], 0)
+        for j, i in enumerate(order):
+            if mass[j] <= 1 - top_p and j < len(order) - min_tokens_to_keep:
+                out[b, i] = float("-inf")
+    return out
 """)
-lr("ignores_alpha", "wrong", "score / length", """
-def my_length_ranking(scores, lengths, alpha):
-    return sorted(range(len(scores)), key=lambda i: -scores[i] / lengths[i])
+tp("holtzman_strict", "wrong", "keeps tokens while the mass before them is below p (ties kept by id)", """
+def my_top_p(logits, top_p, min_tokens_to_keep=1):
+    probs, order = logits.softmax(-1).sort(dim=-1, descending=True)
+    before = probs.cumsum(-1) - probs
+    remove = before >= top_p
+    remove[:, :min_tokens_to_keep] = False
+    return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
 """)
-lr("alpha_power_length", "wrong", "alpha ** length", """
-def my_length_ranking(scores, lengths, alpha):
-    return sorted(range(len(scores)), key=lambda i: -scores[i] / alpha ** lengths[i])
+tp("drops_crossing", "wrong", "keeps only tokens whose cumulative probability stays <= p", """
+def my_top_p(logits, top_p, min_tokens_to_keep=1):
+    probs, order = logits.softmax(-1).sort(dim=-1, descending=True)
+    remove = probs.cumsum(-1) > top_p
+    remove[:, :min_tokens_to_keep] = False
+    return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
 """)
-lr("raw_scores", "wrong", "ranks by the raw score", """
-def my_length_ranking(scores, lengths, alpha):
-    return sorted(range(len(scores)), key=lambda i: -scores[i])
+tp("gather_not_scatter", "wrong", "maps the decisions back with a gather", """
+def my_top_p(logits, top_p, min_tokens_to_keep=1):
+    s, order = logits.sort(dim=-1)
+    remove = s.softmax(-1).cumsum(-1) <= 1 - top_p
+    remove[:, -min_tokens_to_keep:] = False
+    return logits.masked_fill(remove.gather(-1, order), float("-inf"))
 """)
-lr("returns_scores", "wrong", "returns the normalized scores, sorted", """
-def my_length_ranking(scores, lengths, alpha):
-    return sorted((s / l ** alpha for s, l in zip(scores, lengths)), reverse=True)
-""")
-lr("returns_ranks", "wrong", "returns each hypothesis's rank, not the order", """
-def my_length_ranking(scores, lengths, alpha):
-    order = sorted(range(len(scores)), key=lambda i: -scores[i] / lengths[i] ** alpha)
-    ranks = [0] * len(order)
-    for r, i in enumerate(order):
-        ranks[i] = r
-    return ranks
-""")
-lr("gnmt_penalty", "wrong", "GNMT's ((5 + L) / 6) ** alpha", """
-def my_length_ranking(scores, lengths, alpha):
-    return sorted(range(len(scores)), key=lambda i: -scores[i] / ((5 + lengths[i]) / 6) ** alpha)
-""")
-lr("one_based", "wrong", "indices from 1", """
-def my_length_ranking(scores, lengths, alpha):
-    order = sorted(range(len(scores)), key=lambda i: -scores[i] / lengths[i] ** alpha)
-    return [i + 1 for i in order]
-""")
-lr("negated_alpha", "wrong", "length ** -alpha in the denominator", """
-def my_length_ranking(scores, lengths, alpha):
-    return sorted(range(len(scores)), key=lambda i: -scores[i] / lengths[i] ** (-alpha))
-""")
-lr("best_only", "wrong", "returns only the best index", """
-def my_length_ranking(scores, lengths, alpha):
-    return max(range(len(scores)), key=lambda i: scores[i] / lengths[i] ** alpha)
-""")
-lr("sorts_input", "wrong", "sorts the caller's scores list in place", """
-def my_length_ranking(scores, lengths, alpha):
-    keyed = [s / l ** alpha for s, l in zip(scores, lengths)]
-    order = sorted(range(len(keyed)), key=lambda i: -keyed[i])
-    scores.sort(reverse=True)
-    return order
-""")
-lr("right_reverse_true", "right", "sorted(reverse=True) on the normalized score", """
-def my_length_ranking(scores, lengths, alpha):
-    norm = [s / n ** alpha for s, n in zip(scores, lengths)]
-    return sorted(range(len(norm)), key=norm.__getitem__, reverse=True)
-""")
-lr("right_torch_argsort", "right", "stable torch.argsort, as a list of ints", """
-def my_length_ranking(scores, lengths, alpha):
-    s = torch.tensor(scores, dtype=torch.float64)
-    l = torch.tensor(lengths, dtype=torch.float64)
-    return torch.argsort(s / l ** alpha, descending=True, stable=True).tolist()
-""")
-lr("right_tuples", "right", "sorts (key, index) tuples", """
-def my_length_ranking(scores, lengths, alpha):
-    pairs = [(-(scores[i] / lengths[i] ** alpha), i) for i in range(len(scores))]
-    return [i for _, i in sorted(pairs)]
+tp("in_place", "wrong", "masks the caller's logits in place", """
+def my_top_p(logits, top_p, min_tokens_to_keep=1):
+    s, order = logits.sort(dim=-1)
+    remove = s.softmax(-1).cumsum(-1) <= 1 - top_p
+    remove[:, -min_tokens_to_keep:] = False
+    return logits.masked_fill_(remove.scatter(-1, order, remove), float("-inf"))
 """)
 
 
 # ---------------------------------------------------------------- 8.4 ----
-def tk(name, expect, why, source):
-    case("8.4", "top_k_filter", name, expect, why, source, "my_top_k")
+def sl(name, expect, why, source):
+    case("8.4", "sample_loop", name, expect, why, source, "my_sample")
 
 
-tk("keeps_smallest", "wrong", "keeps the k smallest", """
-def my_top_k(logits, k):
-    kth = logits.topk(k, dim=-1, largest=False).values[:, -1:]
-    return logits.masked_fill(logits > kth, float("-inf"))
+sl("right_hf_style", "right", "writes the filters inline, a softmax by hand", """
+def my_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+    ctx = model.config.context_length
+    for _ in range(n):
+        logits = model(ids[:, -ctx:])[0][:, -1, :] / temperature
+        if top_k:
+            v = torch.topk(logits, top_k).values[..., -1, None]
+            logits = torch.where(logits < v, torch.full_like(logits, -math.inf), logits)
+        if top_p is not None:
+            s, idx = torch.sort(logits)
+            rm = s.softmax(-1).cumsum(-1) <= 1 - top_p
+            rm[..., -1] = False
+            logits = logits.masked_fill(rm.scatter(1, idx, rm), -math.inf)
+        e = torch.exp(logits - logits.max(-1, keepdim=True).values)
+        nxt = torch.multinomial(e / e.sum(-1, keepdim=True), 1, generator=generator)
+        ids = torch.cat((ids, nxt), 1)
+    return ids
 """)
-tk("zeros_not_inf", "wrong", "sets the others to 0", """
-def my_top_k(logits, k):
-    kth = logits.topk(k, dim=-1).values[:, -1:]
-    return logits.masked_fill(logits < kth, 0.0)
+sl("temperature_on_probs", "wrong", "divides the probabilities by the temperature", """
+def my_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+    for _ in range(n):
+        probs = model(ids[:, -model.config.context_length:])[0][:, -1].softmax(-1)
+        probs = probs / temperature
+        ids = torch.cat([ids, torch.multinomial(probs, 1, generator=generator)], 1)
+    return ids
 """)
-tk("minus_1e9", "wrong", "sets the others to -1e9, not -inf", """
-def my_top_k(logits, k):
-    kth = logits.topk(k, dim=-1).values[:, -1:]
-    return logits.masked_fill(logits < kth, -1e9)
+sl("no_crop", "wrong", "feeds the whole sequence past the window", """
+def my_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+    for _ in range(n):
+        probs = (model(ids)[0][:, -1] / temperature).softmax(-1)
+        ids = torch.cat([ids, torch.multinomial(probs, 1, generator=generator)], 1)
+    return ids
 """)
-tk("strict_threshold", "wrong", "> k-th value keeps only k - 1", """
-def my_top_k(logits, k):
-    kth = logits.topk(k, dim=-1).values[:, -1:]
-    return logits.masked_fill(~(logits > kth), float("-inf"))
+sl("global_rng", "wrong", "ignores the generator", """
+def my_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+    for _ in range(n):
+        logits = model(ids[:, -model.config.context_length:])[0][:, -1] / temperature
+        if top_k is not None:
+            logits[logits < logits.topk(top_k).values[:, -1:]] = -math.inf
+        ids = torch.cat([ids, torch.multinomial(logits.softmax(-1), 1)], 1)
+    return ids
 """)
-tk("global_topk", "wrong", "one threshold for the whole batch", """
-def my_top_k(logits, k):
-    kth = logits.flatten().topk(k).values[-1]
-    return logits.masked_fill(logits < kth, float("-inf"))
+sl("categorical", "wrong", "torch.distributions.Categorical, which takes no generator", """
+def my_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+    for _ in range(n):
+        logits = model(ids[:, -model.config.context_length:])[0][:, -1] / temperature
+        nxt = torch.distributions.Categorical(logits=logits).sample()
+        ids = torch.cat([ids, nxt[:, None]], 1)
+    return ids
 """)
-tk("dim0", "wrong", "top-k along the batch", """
-def my_top_k(logits, k):
-    kth = logits.topk(min(k, logits.shape[0]), dim=0).values[-1:]
-    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+# ---------------------------------------------------------------- 8.6 ----
+def cb(name, expect, why, source):
+    case("8.6", "cached_beam_search", name, expect, why, source, "my_beam_search")
+
+
+cb("right_lists", "right", "keeps the beams as Python lists, reorders with a list of parents", """
+def my_beam_search(model, prompt, n, k):
+    cache = model.new_cache()
+    logits, _ = model(prompt.unsqueeze(0), cache=cache)
+    beams = [(0.0, prompt.tolist())]
+    for step in range(n):
+        logp = torch.log_softmax(logits[:, -1], -1)
+        cands = [(s + logp[b, t].item(), b, t) for b, (s, _) in enumerate(beams)
+                 for t in range(logp.shape[1])]
+        cands.sort(key=lambda c: -c[0])
+        cands = cands[:k]
+        parents = [b for _, b, _ in cands]
+        beams = [(s, beams[b][1] + [t]) for s, b, t in cands]
+        if step < n - 1:
+            cache.reorder(torch.tensor(parents))
+            logits, _ = model(torch.tensor([[t] for _, _, t in cands]), cache=cache)
+    return torch.tensor([b for _, b in beams]), torch.tensor([s for s, _ in beams])
 """)
-tk("in_place", "wrong", "fills -inf into the caller's logits", """
-def my_top_k(logits, k):
-    kth = logits.topk(k, dim=-1).values[:, -1:]
-    logits[logits < kth] = float("-inf")
-    return logits
+cb("no_reorder_expand", "wrong", "feeds k copies of the prompt and never reorders the cache", """
+def my_beam_search(model, prompt, n, k):
+    cache = model.new_cache()
+    seqs = prompt[None].repeat(k, 1)
+    logits, _ = model(seqs, cache=cache)
+    scores = torch.zeros(k, dtype=logits.dtype)
+    scores[1:] = -math.inf
+    for step in range(n):
+        cand = (scores[:, None] + logits[:, -1].log_softmax(-1)).flatten()
+        scores, flat = cand.topk(k)
+        V = logits.shape[-1]
+        seqs = torch.cat([seqs[flat // V], (flat % V)[:, None]], 1)
+        if step < n - 1:
+            logits, _ = model((flat % V)[:, None], cache=cache)
+    return seqs, scores
 """)
-tk("softmaxed", "wrong", "returns probabilities", """
-def my_top_k(logits, k):
-    kth = logits.topk(k, dim=-1).values[:, -1:]
-    return torch.softmax(logits.masked_fill(logits < kth, float("-inf")), -1)
+cb("reorder_by_tokens", "wrong", "reorders the cache by the new tokens, not by the parents", """
+def my_beam_search(model, prompt, n, k):
+    cache = model.new_cache()
+    logits, _ = model(prompt[None], cache=cache)
+    seqs, scores = prompt[None], torch.zeros(1, dtype=logits.dtype)
+    for step in range(n):
+        logp = logits[:, -1].log_softmax(-1)
+        V = logp.shape[-1]
+        scores, flat = (scores[:, None] + logp).flatten().topk(min(k, logp.numel()))
+        parents, tokens = flat // V, flat % V
+        seqs = torch.cat([seqs[parents], tokens[:, None]], 1)
+        if step < n - 1:
+            cache.reorder(tokens % cache.batch_size)
+            logits, _ = model(tokens[:, None], cache=cache)
+    return seqs, scores
 """)
-tk("values_only", "wrong", "returns the (B, k) top values", """
-def my_top_k(logits, k):
-    return logits.topk(k, dim=-1).values
-""")
-tk("companion_filter", "wrong", "the companion's filter_logits: imports the answer", """
-from companion.decoding import filter_logits
-def my_top_k(logits, k):
-    return filter_logits(logits, top_k=k)
-""")
-tk("k_plus_one", "wrong", "keeps k + 1 (off by one)", """
-def my_top_k(logits, k):
-    kk = min(k + 1, logits.shape[-1])
-    kth = logits.topk(kk, dim=-1).values[:, -1:]
-    return logits.masked_fill(logits < kth, float("-inf"))
-""")
-tk("row0_threshold", "wrong", "row 0's threshold for every row", """
-def my_top_k(logits, k):
-    kth = logits[0].topk(k).values[-1]
-    return logits.masked_fill(logits < kth, float("-inf"))
-""")
-tk("right_scatter", "right", "scatter the top values into a -inf tensor", """
-def my_top_k(logits, k):
-    v, i = torch.topk(logits, k, dim=-1)
-    out = torch.full_like(logits, float("-inf"))
-    return out.scatter(-1, i, v)
-""")
-tk("right_kthvalue", "right", "kthvalue of the negated logits", """
-def my_top_k(logits, k):
-    thresh = -torch.kthvalue(-logits, k, dim=-1, keepdim=True).values
-    return torch.where(logits >= thresh, logits, torch.tensor(float("-inf"), dtype=logits.dtype))
-""")
-tk("right_sort_mask", "right", "sort, then a boolean mask by rank", """
-def my_top_k(logits, k):
-    order = logits.argsort(dim=-1, descending=True)
-    keep = torch.zeros_like(logits, dtype=torch.bool)
-    keep.scatter_(-1, order[:, :k], True)
-    return logits.masked_fill(~keep, -math.inf)
+cb("fixed_k_first_step", "wrong", "takes k candidates at the first step even when fewer exist", """
+def my_beam_search(model, prompt, n, k):
+    cache = model.new_cache()
+    logits, _ = model(prompt[None], cache=cache)
+    seqs, scores = prompt[None], torch.zeros(1, dtype=logits.dtype)
+    for step in range(n):
+        logp = logits[:, -1].log_softmax(-1)
+        V = logp.shape[-1]
+        scores, flat = (scores[:, None] + logp).flatten().topk(k)
+        parents, tokens = flat // V, flat % V
+        seqs = torch.cat([seqs[parents], tokens[:, None]], 1)
+        if step < n - 1:
+            cache.reorder(parents)
+            logits, _ = model(tokens[:, None], cache=cache)
+    return seqs, scores
 """)
 
 
@@ -637,9 +659,10 @@ from _junk import junk_cases  # noqa: E402
 CASES += junk_cases(MODULE, {
     "8.1": ("greedy_step", "my_greedy_step", "model, ids"),
     "8.2": ("beam_step", "my_beam_step", "beam_scores, next_probs, k, eos_id"),
-    "8.3": ("length_ranking", "my_length_ranking", "scores, lengths, alpha"),
-    "8.4": ("top_k_filter", "my_top_k", "logits, k"),
+    "8.3": ("top_p_filter", "my_top_p", "logits, top_p, min_tokens_to_keep=1"),
+    "8.4": ("sample_loop", "my_sample", "model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None"),
     "8.5": ("cached_attention", "my_cached_attention", "q_new, k_new, v_new, cache"),
+    "8.6": ("cached_beam_search", "my_beam_search", "model, prompt, n, k"),
 })
 
 
@@ -662,20 +685,6 @@ def my_beam_step(beam_scores, next_probs, k, eos_id):
         if len(alive) == k:
             break
     return alive, finished
-""")
-lr("alpha_on_score", "wrong", "score ** alpha / length", """
-def my_length_ranking(scores, lengths, alpha):
-    return sorted(range(len(scores)), key=lambda i: -(-abs(scores[i]) ** max(alpha, 1e-9)) / lengths[i])
-""")
-tk("returns_mask", "wrong", "returns the boolean keep-mask, not the logits", """
-def my_top_k(logits, k):
-    kth = logits.topk(k, dim=-1).values[:, -1:]
-    return logits >= kth
-""")
-tk("nan_fill", "wrong", "fills with nan", """
-def my_top_k(logits, k):
-    kth = logits.topk(k, dim=-1).values[:, -1:]
-    return logits.masked_fill(logits < kth, float("nan"))
 """)
 kv("literal_none_keys", "right", "reads the text literally: cache['k'] is None before the first token", """
 def my_cached_attention(q_new, k_new, v_new, cache):
