@@ -59,6 +59,7 @@ __all__ = [
     "EncoderLMConfig",
     "EncoderLM",
     "EncoderClassifier",
+    "swap_letters",
     "mlm_batch",
     "estimate_mlm_loss",
     "train_mlm",
@@ -700,6 +701,25 @@ def classify(model: EncoderClassifier, ids: Tensor, key_mask: Tensor, batch_size
         out[rows] = logits.argmax(-1)
     model.train(was_training)
     return out
+
+
+# --------------------------------------------------------------------------- a task for a probe
+
+
+def swap_letters(line: str, generator: torch.Generator) -> str:
+    """``line`` with one pair of adjacent letters swapped: a pair ``line[i], line[i + 1]`` of two
+    letters (``str.isalpha``) that differ, so that the line changes, chosen uniformly among the
+    line's pairs by one draw from ``generator``. Raises ``ValueError`` when the line has none.
+    """
+    if not isinstance(line, str):
+        raise TypeError(f"`line` must be a str (got {type(line).__name__})")
+    _check_generator(generator)
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError(f"`line` has no two adjacent, different letters to swap (got {line!r:.60})")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
 
 
 # --------------------------------------------------------------------------- both sides or the left only

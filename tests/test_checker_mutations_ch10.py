@@ -11,7 +11,8 @@ from torch.nn.utils.rnn import pad_sequence
 
 from companion.exercises import mlm as check
 from mutation_harness import Exercise, Mutant, make_tests
-from test_exercises_mlm import LOSS_WRONG, MASK_WRONG, PAD_WRONG, right_loss, right_mask, right_pad, rule
+from test_exercises_mlm import (LOSS_WRONG, MASK_WRONG, PAD_WRONG, SWAP_WRONG, letter_pairs, right_loss, right_mask,
+                                right_pad, right_swap, rule, swap_at)
 
 
 #: Table entries whose message is a generic description of the difference: any hint is right.
@@ -71,10 +72,34 @@ PAD_EXTRA = [
         [torch.ones(len(x), dtype=torch.bool) for x in s])), None),
 ]
 
+def _swap_upper_only(line, g):
+    pairs = letter_pairs(line, letters=str.isupper)
+    if not pairs:
+        raise ValueError("nothing to swap")
+    return swap_at(line, pairs[int(torch.randint(len(pairs), (1,), generator=g))])
+
+
+def _swap_first_letter_pair(line, g):  # draws the first letter, then swaps it with the next one
+    letters = [i for i in range(len(line) - 1) if line[i].isalpha()]
+    if not letters:
+        raise ValueError("nothing to swap")
+    return swap_at(line, letters[int(torch.randint(len(letters), (1,), generator=g))])
+
+
+SWAP_EXTRA = [
+    Mutant("only capital letters", _swap_upper_only),
+    Mutant("a letter and whatever follows it", _swap_first_letter_pair, "came back unchanged"),
+    Mutant("returns None", lambda line, g: None, "return the new line as a str"),
+    Mutant("returns bytes", lambda line, g: right_swap(line, g).encode(), "return the new line as a str"),
+    Mutant("reversed line", lambda line, g: line[::-1]),
+    Mutant("the global generator", lambda line, g: right_swap(line, None), "the same seed gave another swap"),
+]
+
 EXERCISES = [
     Exercise(check.mask_tokens, right_mask, mutants(MASK_WRONG) + MASK_EXTRA),
     Exercise(check.mlm_loss, right_loss, mutants(LOSS_WRONG) + LOSS_EXTRA),
     Exercise(check.pad_batch, right_pad, mutants(PAD_WRONG) + PAD_EXTRA),
+    Exercise(check.swap_letters, right_swap, mutants(SWAP_WRONG) + SWAP_EXTRA),
 ]
 
 test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
 
 from companion.exercises import mlm as check
-from companion.mlm import MaskedCharTokenizer, mask_tokens
+from companion.mlm import MaskedCharTokenizer, mask_tokens, swap_letters
 
 
 def stub(*args):
@@ -307,6 +307,148 @@ def test_pad_stub():
 
 
 def test_pass_messages_fit_78_columns():
-    for fb in (check.mask_tokens(right_mask), check.mlm_loss(right_loss), check.pad_batch(right_pad)):
+    for fb in (check.mask_tokens(right_mask), check.mlm_loss(right_loss), check.pad_batch(right_pad),
+               check.swap_letters(right_swap)):
         assert fb.passed
         assert all(len(line) <= 78 for line in str(fb).splitlines()), str(fb)
+
+
+# --------------------------------------------------------------------------- Exercise 10.4
+
+
+def letter_pairs(line, *, letters=str.isalpha, differ=True, stop=1):
+    """The pairs to swap (brute force), and through its options wrong lists of them."""
+    return [i for i in range(len(line) - stop)
+            if letters(line[i]) and letters(line[i + 1]) and (line[i] != line[i + 1] or not differ)]
+
+
+def swap_at(line, i, j=None):
+    j = i + 1 if j is None else j
+    chars = list(line)
+    chars[i], chars[j] = chars[j], chars[i]
+    return "".join(chars)
+
+
+def right_swap(line, generator):
+    pairs = letter_pairs(line)
+    if not pairs:
+        raise ValueError("no pair of adjacent, different letters")
+    return swap_at(line, pairs[int(torch.randint(len(pairs), (1,), generator=generator))])
+
+
+def _permuted_swap(line, generator):  # another right answer: the first of a random permutation
+    pairs = letter_pairs(line)
+    if not pairs:
+        raise ValueError("nothing to swap")
+    return swap_at(line, pairs[int(torch.randperm(len(pairs), generator=generator)[0])])
+
+
+def _rejection_swap(line, generator):  # another right answer: draw any i until it is a pair
+    if not letter_pairs(line):
+        raise ValueError("nothing to swap")
+    while True:
+        i = int(torch.randint(len(line) - 1, (1,), generator=generator))
+        if i in letter_pairs(line):
+            return swap_at(line, i)
+
+
+def _swap_with(pairs_of, *, draw=None, move=None, empty="raise"):
+    """A swap with one mistake: which pairs are listed, how one is drawn, what is moved."""
+    def swap(line, generator):
+        pairs = pairs_of(line)
+        if not pairs:
+            if empty == "raise":
+                raise ValueError("nothing to swap")
+            if empty == "index":
+                return line[pairs[0]]
+            return line
+        k = draw(len(pairs), generator) if draw else int(torch.randint(len(pairs), (1,), generator=generator))
+        return move(line, pairs[k]) if move else swap_at(line, pairs[k])
+    return swap
+
+
+def _next_valid(line, generator):  # any i, then the next pair from there: not uniform
+    pairs = letter_pairs(line)
+    if not pairs:
+        raise ValueError("nothing to swap")
+    i = int(torch.randint(len(line) - 1, (1,), generator=generator))
+    later = [p for p in pairs if p >= i]
+    return swap_at(line, later[0] if later else pairs[0])
+
+
+def _python_random(line, generator):
+    import random
+    pairs = letter_pairs(line)
+    if not pairs:
+        raise ValueError("nothing to swap")
+    return swap_at(line, random.choice(pairs))
+
+
+def _swap_two(line, generator):
+    pairs = letter_pairs(line)
+    if not pairs:
+        raise ValueError("nothing to swap")
+    out = swap_at(line, pairs[int(torch.randint(len(pairs), (1,), generator=generator))])
+    if len(pairs) > 2:  # a second pair that does not overlap the first
+        i = [p for p in pairs if line[p:p + 2] == out[p:p + 2]][-1]
+        out = swap_at(out, i)
+    return out
+
+
+def _randint_high(n, g):  # randint(0, n - 1): never the last pair
+    return int(torch.randint(max(n - 1, 1), (1,), generator=g)) if n > 1 else 0
+
+
+SWAP_WRONG = {
+    "came back unchanged": _swap_with(lambda l: letter_pairs(l, differ=False)),
+    "swap two LETTERS": _swap_with(lambda l: [i for i in range(len(l) - 1) if l[i] != l[i + 1]]),
+    "which are not neighbours": _swap_with(lambda l: [i for i in range(len(l) - 2) if l[i].isalpha()
+                                                      and l[i + 2].isalpha() and l[i] != l[i + 2]],
+                                           move=lambda l, i: swap_at(l, i, i + 2)),
+    "adds or removes none": _swap_with(letter_pairs, move=lambda l, i: l[:i] + l[i + 1] + l[i + 2:]),
+    "other characters than the original": _swap_with(letter_pairs, move=lambda l, i: l[:i] + l[i + 1] * 2 + l[i + 2:]),
+    "not several": _swap_two,
+    "raise a ValueError that says so (the line cannot change)": _swap_with(letter_pairs, empty="return"),
+    "your code raised IndexError": _swap_with(letter_pairs, empty="index"),
+    "the last pair": _swap_with(letter_pairs, draw=_randint_high),
+    "not equally likely": _next_valid,
+    "the same swap every time": _swap_with(letter_pairs, draw=lambda n, g: 0),
+    "the same seed gave another swap": _python_random,
+    "return a str": lambda line, g: list(right_swap(line, g)),
+    "do not re-seed it": lambda line, g: right_swap(line, torch.Generator().manual_seed(0)),
+}
+
+
+def test_swap_right_answers_pass():
+    for answer in (right_swap, _permuted_swap, _rejection_swap):
+        assert check.swap_letters(answer).passed, answer
+    fb = check.swap_letters(swap_letters)  # right, but the companion's own
+    assert "the values are right, but your code uses companion.mlm" in fb.message, fb
+
+
+def test_swap_checker_cases_agree_with_the_companion():
+    """The checker's brute-force list of pairs, and its fixed lines, agree with companion.mlm."""
+    from companion.exercises.mlm import _NO_PAIR, _SWAP_LINES, _UNIFORM_LINE, _pairs
+    for line in _SWAP_LINES + _NO_PAIR + [_UNIFORM_LINE]:
+        assert _pairs(line) == letter_pairs(line)
+    assert all(_pairs(line) for line in _SWAP_LINES) and not any(_pairs(line) for line in _NO_PAIR)
+    assert _pairs("Good night, sweet prince;")[-1] == len("Good night, sweet prince") - 2  # the last pair
+    g = torch.Generator().manual_seed(0)
+    for line in _SWAP_LINES:
+        assert swap_letters(line, g) in {swap_at(line, i) for i in _pairs(line)}
+
+
+@pytest.mark.parametrize("text", list(SWAP_WRONG))
+def test_swap_wrong_answers_get_their_hint(text):
+    fb = check.swap_letters(SWAP_WRONG[text])
+    assert fb.status == "hint" and text in fb.message, (text, fb)
+
+
+@pytest.mark.parametrize("odd", ODD_RETURNS, ids=repr)
+def test_swap_odd_returns(odd):
+    assert not check.swap_letters(lambda *a: odd).passed
+
+
+def test_swap_stub():
+    assert check.swap_letters(stub).status == "not attempted"
+    assert check.swap_letters(...).status == "not attempted"

@@ -28,6 +28,7 @@ from companion.mlm import (
     mlm_batch,
     mlm_loss,
     pad_batch,
+    swap_letters,
     score_both_sides,
     score_left_only,
     spoken_lines,
@@ -623,3 +624,26 @@ def test_fine_tuning_from_scratch_answers_comedy_for_every_line(tok):
     assert (pred == 0).all(), f"{int((pred != 0).sum())} lines classified as tragedies"
     assert (pred == test_y).float().mean().item() == 0.5
     assert abs(sum(history.train_loss[-20:]) / 20 - math.log(2)) < 0.03  # the loss of a coin toss
+
+
+def test_swap_letters_against_brute_force():
+    """Every result is one of the swaps listed by brute force, each pair is reached, the same seed
+    gives the same swap, and a line with no pair of adjacent, different letters is refused."""
+    line = "O, it's a 'tis eel"
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    assert pairs == [3, 11, 12, 16]  # "ti" and "is" overlap; "ee" is no pair
+    allowed = {line[:i] + line[i + 1] + line[i] + line[i + 2:]: i for i in pairs}
+    g = torch.Generator().manual_seed(0)
+    seen = {allowed[swap_letters(line, g)] for _ in range(200)}
+    assert seen == set(pairs)
+    one = [swap_letters(line, torch.Generator().manual_seed(s)) for s in range(20)]
+    assert one == [swap_letters(line, torch.Generator().manual_seed(s)) for s in range(20)]
+    assert swap_letters("ab", torch.Generator()) == "ba"
+    for bad in ("", "aa", "O, I!", "12"):
+        with pytest.raises(ValueError, match="no two adjacent, different letters"):
+            swap_letters(bad, torch.Generator())
+    with pytest.raises(TypeError, match="`line` must be a str"):
+        swap_letters(["a", "b"], torch.Generator())
+    with pytest.raises(TypeError, match="`generator` must be None or a torch.Generator"):
+        swap_letters("ab", 0)

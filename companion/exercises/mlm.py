@@ -13,6 +13,10 @@
   last one included, can be the random replacement.
 * Exercise 10.2, the loss over the chosen positions only (deterministic).
 * Exercise 10.3, padding a batch of lines and its key mask (deterministic).
+* Exercise 10.4, one swap of two adjacent, different letters (the probe's task): every answer on
+  fixed lines must be one of the swaps listed by brute force; lines with no such pair must raise
+  ValueError; 4,000 draws on one line must spread over its 7 pairs uniformly (Bernstein margins
+  at ``DELTA``), and the same seed must give the same swap.
 """
 from __future__ import annotations
 
@@ -21,10 +25,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._core import require_graph, checker, close, hint, passed
+from ._core import attempt, checker, close, hint, passed, require_graph
 from .rules import watch
 
-__all__ = ["mask_tokens", "mlm_loss", "pad_batch", "N_CHARS", "PAD_ID", "MASK_ID", "CLS_ID"]
+__all__ = ["mask_tokens", "mlm_loss", "pad_batch", "swap_letters", "N_CHARS", "PAD_ID", "MASK_ID", "CLS_ID"]
 
 #: The chapter's vocabulary: 69 characters, then [PAD], [MASK], [CLS].
 N_CHARS, PAD_ID, MASK_ID, CLS_ID = 69, 69, 70, 71
@@ -425,3 +429,128 @@ def _check_pad(my_pad_batch, seqs, PAD_ID) -> None:
     if out[0].dtype != seqs[0].dtype:
         hint(f"the values are right, but ids has dtype {out[0].dtype}: keep the dtype of the lines, "
              f"{seqs[0].dtype} (a LongTensor: the embedding indexes with it).")
+
+
+# --------------------------------------------------------------------------- Exercise 10.4
+
+
+def _pairs(line: str) -> list[int]:
+    """Brute force: every i where line[i], line[i + 1] are two different letters."""
+    return [i for i in range(len(line) - 1)
+            if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+
+
+def _swapped(line: str, i: int) -> str:
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+
+
+#: Lines with at least one pair to swap: first and last pairs, capitals, apostrophes, doubled
+#: letters (``"ee"`` is no pair), a single pair, and letters with accents (``str.isalpha``).
+_SWAP_LINES = ["Good night, sweet prince;", "aab", "It's", "O, woe!", "Be  it.", "tell me, Iago", "ab",
+               "Xx", "café au lait", "I'll ha't, ay"]
+#: Lines with no pair to swap: the function must raise ValueError.
+_NO_PAIR = ["", "a", "aa", "O, I!", "a b-c", "1234", "A, a; B"]
+#: The line of the statistical test: 8 pairs to swap, at the start, the end, after a space.
+_UNIFORM_LINE = "To be, or not to be"
+_DRAWS = 4000
+
+
+def _describe_swap(line: str, out: str) -> str | None:
+    """The specific mistake that turns ``line`` into ``out``, if it is one we recognize."""
+    if out == line:
+        return ("the line came back unchanged: swap two adjacent letters that DIFFER (swapping the two e's of "
+                "\"sweet\" changes nothing), and never return the line as it was.")
+    if len(out) != len(line):
+        return (f"the line had {len(line)} characters and yours has {len(out)}: a swap moves two characters, it "
+                "adds or removes none.")
+    diff = [k for k in range(len(line)) if line[k] != out[k]]
+    if sorted(out) != sorted(line):
+        return ("your line holds other characters than the original: swap two of its characters, do not "
+                "replace one (line[i + 1] + line[i], both kept).")
+    if len(diff) == 2 and diff[1] - diff[0] > 1:
+        return (f"you swapped positions {diff[0]} and {diff[1]}, which are not neighbours: swap line[i] with "
+                "line[i + 1].")
+    if len(diff) == 2:
+        i = diff[0]
+        if not (line[i].isalpha() and line[i + 1].isalpha()):
+            return (f"you swapped {line[i]!r} and {line[i + 1]!r}: swap two LETTERS (str.isalpha()), never a "
+                    "space, a punctuation mark or a digit.")
+    if len(diff) > 2:
+        return (f"{len(diff)} characters moved: swap exactly ONE pair of adjacent letters (one draw, one "
+                "swap), not several.")
+    return None
+
+
+def _one_swap(my_swap_letters, line: str, seed: int) -> str:
+    g = torch.Generator().manual_seed(seed)
+    out = my_swap_letters(line, g)
+    if not isinstance(out, str):
+        if isinstance(out, (list, tuple)) and all(isinstance(c, str) for c in out):
+            hint(f"return a str (\"\".join(chars)); you returned a {type(out).__name__} of characters.")
+        hint(f"return the new line as a str; you returned {_describe(out)}.")
+    return out
+
+
+@checker("Exercise 10.4")
+def swap_letters(my_swap_letters) -> None:
+    """``my_swap_letters(line, generator)`` -> ``line`` with one pair of adjacent, different letters
+    swapped, the pair chosen uniformly by draws from ``generator``; ValueError if there is none."""
+    for k, line in enumerate(_SWAP_LINES):  # each answer: one of the swaps listed by brute force
+        for seed in range(3):  # (an exception here is the student's, reported as such with its line)
+            out = _one_swap(my_swap_letters, line, 40 + 3 * k + seed)
+            if out in {_swapped(line, i) for i in _pairs(line)}:
+                continue
+            mistake = _describe_swap(line, out)
+            if mistake:
+                hint(f"for {line!r} you returned {out!r}: {mistake}")
+            hint(f"for {line!r} you returned {out!r}; the possible answers are "
+                 f"{sorted(_swapped(line, i) for i in _pairs(line))}.", generic=True)
+    for line in _NO_PAIR:
+        out, exc = attempt(my_swap_letters, line, torch.Generator().manual_seed(7))
+        if exc is None:
+            hint(f"for {line!r}, which has no two adjacent, different letters, you returned {out!r}: raise a "
+                 "ValueError that says so (the line cannot change).")
+        if not isinstance(exc, ValueError):
+            hint(f"for {line!r}, which has no two adjacent, different letters, your code raised "
+                 f"{type(exc).__name__} ({str(exc)[:60]}); check for that case first and raise a ValueError "
+                 "that says so.")
+    # uniform over the pairs: counts of _DRAWS draws from one generator
+    line, pairs = _UNIFORM_LINE, _pairs(_UNIFORM_LINE)
+    at = {_swapped(line, i): i for i in pairs}
+    g = torch.Generator().manual_seed(104)
+    counts = dict.fromkeys(pairs, 0)
+    draws = []
+    for _ in range(_DRAWS):
+        out = my_swap_letters(line, g)
+        if out not in at:  # right on the fixed cases, wrong here: describe it all the same
+            hint(f"for {line!r} you returned {out!r}: {_describe_swap(line, out) or 'not one swap of letters'}",
+                 generic=True)
+        counts[at[out]] += 1
+        draws.append(out)
+    never = [i for i, c in counts.items() if c == 0]
+    if never == [pairs[-1]]:
+        hint(f"in {_DRAWS} draws on {line!r} the last pair ({line[pairs[-1]:pairs[-1] + 2]!r}) was never "
+             "swapped: torch.randint(n, ...) draws 0 .. n - 1, its upper bound excluded; randint(n - 1) "
+             "leaves the last pair out.")
+    if never == [pairs[0]]:
+        hint(f"in {_DRAWS} draws on {line!r} the first pair ({line[:2]!r}) was never swapped: a line can "
+             "change at its very start (i = 0).")
+    if len(set(draws)) == 1:
+        hint(f"{_DRAWS} calls with one generator gave the same swap every time: draw the pair at random, from "
+             "the `generator` you are given as it is (do not re-seed it or make your own).")
+    p = 1 / len(pairs)
+    worst = max(abs(c / _DRAWS - p) for c in counts.values())
+    if worst > _margin(_DRAWS, p, DELTA / len(pairs)):
+        shares = ", ".join(f"{line[i:i + 2]!r} {c / _DRAWS:.0%}" for i, c in counts.items())
+        hint(f"the pairs are not equally likely ({shares}; each should be {p:.1%}): list every pair of "
+             "adjacent, different letters first, then draw one of them uniformly.")
+    long_line = "Now is the winter of our discontent made glorious summer"
+    first = [_one_swap(my_swap_letters, long_line, seed) for seed in range(12)]
+    again = [_one_swap(my_swap_letters, long_line, seed) for seed in range(12)]
+    if first != again:
+        hint("the same seed gave another swap: make every draw with the `generator` you are given "
+             "(torch.randint(n, (1,), generator=generator)), not with Python's random or torch's global one.")
+    if len(set(first)) == 1:
+        hint("twelve different seeds gave the same swap: draw from the `generator` you are given as it is; do "
+             "not create your own or re-seed it inside your function.")
+    passed("one pair of adjacent, different letters, drawn uniformly.")

@@ -435,6 +435,7 @@ CASES += junk_cases(MODULE, {
     "10.1": ("mask_tokens", "my_mask_tokens", "ids, n_chars, mask_id, generator"),
     "10.2": ("mlm_loss", "my_mlm_loss", "logits, labels"),
     "10.3": ("pad_batch", "my_pad_batch", "seqs, pad_id"),
+    "10.4": ("swap_letters", "my_swap_letters", "line, generator"),
 })
 
 
@@ -495,4 +496,70 @@ def my_mask_tokens(ids, n_chars, mask_id, generator):
     flat_in.copy_(torch.tensor(out_in, dtype=ids.dtype))
     flat_lab.copy_(torch.tensor(out_lab, dtype=ids.dtype))
     return inputs, labels
+""")
+
+
+# ---------------------------------------------------------------- 10.4 ---
+def sw(name, expect, why, source):
+    case("10.4", "swap_letters", name, expect, why, source, "my_swap_letters")
+
+
+def _swap(ok="a.isalpha() and b.isalpha() and a != b", stop="len(line) - 1",
+          draw="int(torch.randint(len(pairs), (1,), generator=generator))",
+          empty="raise ValueError('nothing to swap')", j="i + 1"):
+    """The text's rule, to plant one mistake at a time."""
+    return f"""
+def my_swap_letters(line, generator):
+    pairs = []
+    for i in range({stop}):
+        a, b = line[i], line[i + 1]
+        if {ok}:
+            pairs.append(i)
+    if not pairs:
+        {empty}
+    i = pairs[{draw}]
+    j = {j}
+    if j >= len(line):
+        j = len(line) - 1
+    chars = list(line)
+    chars[i], chars[j] = chars[j], chars[i]
+    return "".join(chars)
+"""
+
+
+sw("right_plain", "right", "the rule as the text states it, with a list of characters", _swap())
+sw("right_randperm", "right", "draws the pair as the first of a random permutation (uniform too)",
+   _swap(draw="int(torch.randperm(len(pairs), generator=generator)[0])"))
+sw("right_floor_rand", "right", "draws a uniform float and takes floor(u * n) (uniform too)",
+   _swap(draw="min(int(torch.rand(1, generator=generator) * len(pairs)), len(pairs) - 1)"))
+sw("same_letters_allowed", "wrong", "allows a pair of equal letters: the line may not change",
+   _swap(ok="a.isalpha() and b.isalpha()"))
+sw("any_characters", "wrong", "swaps any two different characters, spaces and punctuation too",
+   _swap(ok="a != b"))
+sw("lowercase_only", "wrong", "only lower-case letters count as letters",
+   _swap(ok="a.islower() and b.islower() and a != b"))
+sw("last_pair_missed", "wrong", "range(len(line) - 2): the last pair is never a candidate",
+   _swap(stop="len(line) - 2"))
+sw("randint_upper_bound", "wrong", "randint(len(pairs) - 1): never the last pair (and fails for one pair)",
+   _swap(draw="int(torch.randint(max(len(pairs) - 1, 1), (1,), generator=generator))"))
+sw("always_first", "wrong", "always swaps the first pair", _swap(draw="0"))
+sw("returns_line", "wrong", "returns the line unchanged when there is no pair, instead of raising",
+   _swap(empty="return line"))
+sw("skip_one", "wrong", "swaps line[i] with line[i + 2]", _swap(j="i + 2"))
+sw("python_random", "wrong", "Python's random module, not the generator: not repeatable",
+   "import random\n" + _swap(draw="random.randrange(len(pairs))"))
+sw("own_generator", "wrong", "makes its own generator with a fixed seed: the same swap every call",
+   _swap(draw="int(torch.randint(len(pairs), (1,), generator=torch.Generator().manual_seed(1)))"))
+sw("companion", "wrong", "the companion's own function: does not do the exercise", """
+from companion.mlm import swap_letters as my_swap_letters
+""")
+sw("biased_next_pair", "wrong", "draws any position, then takes the next pair from there: not uniform", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    k = int(torch.randint(len(line) - 1, (1,), generator=generator))
+    i = next((p for p in pairs if p >= k), pairs[0])
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
 """)
