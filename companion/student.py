@@ -55,9 +55,20 @@ INSTRUCTORS = BOOK / "instructors.md"
 _TIMES_START, _TIMES_END = "<!-- measured-times:start -->", "<!-- measured-times:end -->"
 
 
+#: The file-name prefix of an appendix notebook (``book/appendix_name.ipynb``): chapter ``"A"``.
+APPENDIX = "appendix_"
+
+
+def is_chapter(path: Path) -> bool:
+    """True for a chapter notebook: ``NN_name.ipynb``, or the appendix, ``appendix_name.ipynb``."""
+    name = Path(path).name
+    return name.endswith(".ipynb") and "_" in name and (name.split("_")[0].isdigit() or name.startswith(APPENDIX))
+
+
 def chapters(book: Path = BOOK) -> list[Path]:
-    """Every chapter notebook of the book, in reading order (``book/NN_name.ipynb``)."""
-    return sorted(p for p in book.glob("[0-9]*.ipynb"))
+    """Every chapter notebook of the book, in reading order (``book/NN_name.ipynb``, then the
+    appendix, ``book/appendix_name.ipynb``)."""
+    return sorted(p for p in book.glob("*.ipynb") if is_chapter(p))
 
 
 def is_solution(cell) -> bool:
