@@ -137,7 +137,10 @@ def file_chapter(path: Path) -> int | str:
     """The chapter its file name gives a book notebook: ``07_name`` -> 7, ``appendix_name`` -> "A"."""
     from companion import student
 
-    return APPENDIX if path.name.startswith(student.APPENDIX) else int(path.name.split("_")[0])
+    number = student.chapter_label(Path(path).stem)
+    if number is None:
+        raise ValueError(f"{Path(path).name} is not a chapter notebook (NN_name.ipynb or appendix_name.ipynb)")
+    return number
 
 
 def is_chapter_key(value: Any) -> bool:
