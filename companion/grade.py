@@ -96,7 +96,7 @@ def collect(paths: list[str]) -> list[tuple[Path, str, str | None, str]]:
     return unique
 
 
-def inspect(path: Path, name: str, chapters: dict[int, registry.Chapter], chapter: int | None = None) -> Submission:
+def inspect(path: Path, name: str, chapters: dict[int | str, registry.Chapter], chapter: int | str | None = None) -> Submission:
     """Read a file enough to know whether it can be graded, and as which chapter."""
     import nbformat
 
@@ -154,7 +154,7 @@ class PointsError(ValueError):
     pass
 
 
-def load_points(path: Path | None, chapters: dict[int, registry.Chapter]) -> dict[str, float]:
+def load_points(path: Path | None, chapters: dict[int | str, registry.Chapter]) -> dict[str, float]:
     """``{"2.1": points}`` for every exercise of the registry, from a TOML or JSON points file."""
     numbers = [ex.number for c in chapters.values() for ex in c.exercises]
     if path is None:
@@ -194,7 +194,7 @@ def load_points(path: Path | None, chapters: dict[int, registry.Chapter]) -> dic
 
 
 # -------------------------------------------------------------------------------- workers
-def _context(chapters: dict[int, registry.Chapter]):
+def _context(chapters: dict[int | str, registry.Chapter]):
     ctx = multiprocessing.get_context("forkserver")
     # Imported once by the fork server, before any notebook runs; each submission then gets a
     # fresh process forked from it, with the checkers already loaded from the files as they were.
@@ -333,9 +333,9 @@ def cell(text: Any) -> str:
 TIMINGS = ("seconds", "seconds_start", "seconds_notebook", "seconds_checks", "kernel_log")
 
 
-def write_csv(path: Path, entries: list[dict], chapters: dict[int, registry.Chapter]) -> None:
+def write_csv(path: Path, entries: list[dict], chapters: dict[int | str, registry.Chapter]) -> None:
     """One row per submission; one column of points per exercise of the chapters present."""
-    present = sorted({e["chapter"] for e in entries if e["chapter"] is not None})
+    present = sorted({e["chapter"] for e in entries if e["chapter"] is not None}, key=registry.order)
     columns = [ex.number for c in present for ex in chapters[c].exercises]
     with _create(path, newline="") as f:
         writer = csv.writer(f)
@@ -347,10 +347,10 @@ def write_csv(path: Path, entries: list[dict], chapters: dict[int, registry.Chap
                              cell(e["problem"]), cell(e.get("warning"))])
 
 
-def write_students_csv(path: Path, entries: list[dict], chapters: dict[int, registry.Chapter]) -> None:
+def write_students_csv(path: Path, entries: list[dict], chapters: dict[int | str, registry.Chapter]) -> None:
     """For a learning platform's import: one row per student (the first folder below the
     submissions folder, else the file's name), the points of each chapter present, the total."""
-    present = sorted({e["chapter"] for e in entries if e["chapter"] is not None})
+    present = sorted({e["chapter"] for e in entries if e["chapter"] is not None}, key=registry.order)
     out_of = {c: len(chapters[c].exercises) for c in present}
     rows: dict[str, dict[int, float]] = {}
     maxima: dict[int, float] = {}
@@ -503,7 +503,7 @@ class Options:
     feedback: Path | None = None
     feedback_dir: Path | None = None
     points: Path | None = None
-    chapter: int | None = None
+    chapter: int | str | None = None
     jobs: int = 0  # 0: the number of CPUs
     limits: Limits = field(default_factory=Limits)
     sandbox: bool = True
@@ -514,7 +514,17 @@ class Options:
     gradescope: Path | None = None  # Gradescope's results.json (for exactly one submission)
 
 
-def grade(paths: list[str], options: Options | None = None, chapters: dict[int, registry.Chapter] | None = None) -> list[dict]:
+def _chapter_argument(text: str) -> int | str:
+    """``--chapter``: a number, or the appendix's letter."""
+    if text.strip().upper() == registry.APPENDIX:
+        return registry.APPENDIX
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a chapter number or {registry.APPENDIX} (got {text!r})") from None
+
+
+def grade(paths: list[str], options: Options | None = None, chapters: dict[int | str, registry.Chapter] | None = None) -> list[dict]:
     """Grade ``paths`` (files or folders), write the gradebook and return its entries."""
     options = options or Options()
     chapters = chapters if chapters is not None else registry.load()
@@ -566,7 +576,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--feedback", type=Path, help="the JSON file of every result and hint (default: the CSV's name with .json)")
     parser.add_argument("--feedback-dir", type=Path, help="also write one Markdown feedback file per submission here")
     parser.add_argument("--points", type=Path, help="points per exercise, a TOML or JSON file (default: 1 each)")
-    parser.add_argument("--chapter", type=int, help="grade every notebook as this chapter (default: recognize each)")
+    parser.add_argument("--chapter", type=_chapter_argument,
+                        help="grade every notebook as this chapter: a number, or A for the appendix (default: recognize each)")
     parser.add_argument("--jobs", type=int, default=0, help="notebooks graded at once (default: the number of CPUs)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds for all of a notebook's cells (default: 600)")
     parser.add_argument("--cell-timeout", type=float, default=300, help="seconds for one cell (default: 300)")

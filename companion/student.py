@@ -55,9 +55,28 @@ INSTRUCTORS = BOOK / "instructors.md"
 _TIMES_START, _TIMES_END = "<!-- measured-times:start -->", "<!-- measured-times:end -->"
 
 
+#: The file-name prefix of an appendix notebook (``book/appendix_name.ipynb``): chapter ``"A"``.
+APPENDIX = "appendix_"
+
+
+def chapter_label(stem: str) -> int | str | None:
+    """The chapter a notebook's name gives: 7 for ``07_name``, ``"A"`` for the appendix
+    (``appendix_name``), None for any other page."""
+    if stem[:2].isdigit() and "_" in stem and stem.split("_")[0].isdigit():
+        return int(stem.split("_")[0])
+    return "A" if stem.startswith(APPENDIX) else None
+
+
+def is_chapter(path: Path) -> bool:
+    """True for a chapter notebook: ``NN_name.ipynb``, or the appendix, ``appendix_name.ipynb``."""
+    name = Path(path).name
+    return name.endswith(".ipynb") and "_" in name and (name.split("_")[0].isdigit() or name.startswith(APPENDIX))
+
+
 def chapters(book: Path = BOOK) -> list[Path]:
-    """Every chapter notebook of the book, in reading order (``book/NN_name.ipynb``)."""
-    return sorted(p for p in book.glob("[0-9]*.ipynb"))
+    """Every chapter notebook of the book, in reading order (``book/NN_name.ipynb``, then the
+    appendix, ``book/appendix_name.ipynb``)."""
+    return sorted(p for p in book.glob("*.ipynb") if is_chapter(p))
 
 
 def is_solution(cell) -> bool:
@@ -241,7 +260,7 @@ class Book:
         #: The published book's address (links in student notebooks are absolute: see :meth:`url`).
         self.base_url = base_url or BOOK_URL
         self.titles: dict[str, str] = {}  # page stem -> title ("Attention")
-        self.numbers: dict[str, int] = {}  # chapter stem -> chapter number
+        self.numbers: dict[str, int | str] = {}  # chapter stem -> chapter number (or "A")
         self.labels: dict[str, dict] = {}  # label -> {"page", "text", "number"}
         self._bib = None
         self._target = None
@@ -256,11 +275,11 @@ class Book:
 
     def index(self, nb, stem: str) -> None:
         """Add (or replace) the labels and title of chapter ``stem`` from its notebook ``nb``."""
-        if not stem[:2].isdigit():
+        number = chapter_label(stem)
+        if number is None:
             return
         self.labels = {k: v for k, v in self.labels.items() if v["page"] != stem}
         self.titles.pop(stem, None)
-        number = int(stem.split("_")[0])
         self.numbers[stem] = number
         counters = {"exercise": 0, "figure": 0, "equation": 0}
         for cell in nb.cells:
@@ -337,7 +356,8 @@ class Book:
         """A link to a page of the published book (plain text for the page itself)."""
         title = self.titles.get(stem, stem.replace("_", " "))
         if stem in self.numbers:
-            label = text or f"Chapter {self.numbers[stem]}, {title}"
+            number = self.numbers[stem]
+            label = text or (f"Chapter {number}, {title}" if isinstance(number, int) else f"Appendix, {title}")
         else:
             label = text or f"*{title}*"
         return label if stem == here else f"[{label}]({self.url(stem)})"
@@ -465,7 +485,7 @@ class _Converter:
 
     def __init__(self, book: Book, stem: str):
         self.book, self.stem = book, stem
-        self.number = book.numbers.get(stem, int(stem.split("_")[0]) if stem[:2].isdigit() else 0)
+        self.number = book.numbers.get(stem, chapter_label(stem) or 0)
         self.exercises = 0
         self.figures = 0
         self.cited: list[str] = []

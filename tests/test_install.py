@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Run here from a plain install (and therefore skipped by test_student.py's run from the checkout).
 CHAPTERS = ["07", "08", "09", "10"]  # the chapters that read the shipped text and models
 MAX_WHEEL_MB = 10
-NOT_ATTEMPTED = re.compile(r"⏳ Exercise \d+\.\d+ not attempted yet")
+NOT_ATTEMPTED = re.compile(r"⏳ Exercise (?:\d+|A)\.\d+ not attempted yet")
 
 #: The first cell run in the fresh kernel: any connection to a host other than this machine fails.
 NO_NETWORK = '''\

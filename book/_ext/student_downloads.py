@@ -1,7 +1,8 @@
 """Offer each chapter's student version (no solutions, plain Markdown) for download on its page.
 
-At the end of an HTML build, the student version of every chapter notebook (``book/NN_*.ipynb``,
-written by :func:`companion.student.write`, the same code as ``python -m companion.student``) is
+At the end of an HTML build, the student version of every chapter notebook (``book/NN_*.ipynb``
+and the appendix, ``book/appendix_*.ipynb``; written by :func:`companion.student.write`, the same
+code as ``python -m companion.student``) is
 saved under ``student/`` in the output, and each chapter page carries a link to its own, right
 under the page title:
 
@@ -44,11 +45,14 @@ CLASS = "student-download"
 
 
 def chapter_sources(app) -> dict[str, Path]:
-    """docname -> source notebook, for every chapter notebook (``NN_name.ipynb``) of the project."""
+    """docname -> source notebook, for every chapter notebook (``NN_name.ipynb``, and the appendix,
+    ``appendix_name.ipynb``) of the project."""
+    from companion import student
+
     found = {}
     for docname in sorted(app.env.found_docs):
         path = Path(app.env.doc2path(docname))
-        if path.suffix == ".ipynb" and path.name[:2].isdigit() and "_" in path.name:
+        if student.is_chapter(path):
             found[docname] = path
     return found
 

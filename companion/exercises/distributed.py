@@ -1,0 +1,416 @@
+"""Checkers for the appendix, *Beyond the laptop*: activation memory and data parallelism by hand.
+
+* A.1 ``activation_bytes``: the bytes that the blocks of the course's GPT keep for the backward
+  pass, from the shapes. Reference: the count written out term by term below (the notebook checks
+  it against a measurement with ``torch.autograd.graph.saved_tensors_hooks``).
+* A.2 ``data_parallel``: one process's part of data-parallel training written with
+  ``dist.broadcast`` and ``dist.all_reduce``. The checker runs every process of a small run *in this
+  process*, one after the other, with :class:`SimulatedGroup` standing in for ``torch.distributed``
+  (see there: the collectives are solved for by running the processes again until their calls
+  agree, which needs no threads, no sockets and no second process, so the check is the same in a
+  notebook and in the grader's sandbox). The reference is independent of the student's code and of
+  the companion: one process training on the whole batch.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.distributed as _dist
+import torch.nn.functional as F
+from torch import nn
+
+from ._core import checker, close, describe, hint, passed
+
+__all__ = ["activation_bytes", "data_parallel", "SimulatedGroup"]
+
+
+# --------------------------------------------------------------------- A.1 activation memory
+def _activation_bytes(B: int, T: int, d: int, h: int, n: int, size: int) -> int:
+    """The count the exercise asks for (per layer and token: 16 d + h + 4 numbers)."""
+    per_token = (d + 2 + d  # the block's input, LayerNorm 1's mean and 1/sigma, its output
+                 + 3 * d + d + h  # queries, keys, values; attention's output; a logsumexp per head
+                 + d + 2 + d  # the residual sum (LayerNorm 2's input), its mean and 1/sigma, output
+                 + 4 * d + 4 * d)  # the feed-forward hidden values, before and after the GELU
+    return n * B * T * per_token * size
+
+
+_SHAPES = [  # (B, T, d_model, n_heads, n_layers, bytes per number)
+    (8, 128, 128, 4, 4, 4), (1, 1, 8, 1, 1, 4), (2, 16, 32, 4, 1, 2), (3, 7, 48, 6, 5, 8),
+    (8, 1024, 768, 12, 12, 4), (8, 1024, 768, 12, 12, 2), (16, 64, 64, 8, 2, 4), (5, 33, 96, 3, 3, 2),
+    (1, 2048, 4096, 32, 32, 2), (4, 256, 256, 16, 6, 1),
+]
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) or (
+        isinstance(x, torch.Tensor) and x.numel() == 1 and not x.is_complex())
+
+
+def _per_token(numbers_per_token):
+    """A mistake that counts other numbers per token and layer, the rest right."""
+    return lambda B, T, d, h, n, size: n * B * T * numbers_per_token(T, d, h) * size
+
+
+_A1_MISTAKES = [  # (what the wrong answer computes, the hint)
+    (_per_token(lambda T, d, h: 16 * d), "the small terms are missing: a logsumexp per head (h numbers) "
+     "and each LayerNorm's mean and 1/sigma (2 numbers per norm, 4 per layer)"),
+    (_per_token(lambda T, d, h: 16 * d + h), "each LayerNorm's mean and 1/sigma are missing (2 numbers "
+     "per norm and token, 4 per layer)"),
+    (_per_token(lambda T, d, h: 16 * d + 4), "the attention's logsumexp is missing (one number per head "
+     "and token: h)"),
+    (_per_token(lambda T, d, h: 16 * d + 2 + h), "one LayerNorm's mean and 1/sigma are missing (2 numbers "
+     "for each of the two norms)"),
+    (_per_token(lambda T, d, h: 16 * d + h * T + 4), "the fused attention keeps no T x T weights: per "
+     "head and token it keeps one logsumexp (h numbers), not T (a hand-written softmax would)"),
+    (_per_token(lambda T, d, h: 16 * d + h * T + h + 4), "the fused attention keeps no T x T weights, "
+     "only a logsumexp (h numbers per token)"),
+    (_per_token(lambda T, d, h: 12 * d + h + 4), "the feed-forward layer keeps 4d numbers before and 4d "
+     "after the GELU; count both"),
+    (_per_token(lambda T, d, h: 14 * d + h + 4), "two d-sized tensors are missing: the block's input and "
+     "the residual sum (LayerNorm 2's input) are kept too"),
+    (_per_token(lambda T, d, h: 15 * d + h + 4), "one d-sized tensor is missing (the block's input, the "
+     "residual sum and the attention's output are all kept)"),
+    (_per_token(lambda T, d, h: 34 * d + 5 * h * T), "34 d + 5 h T is Korthikanti et al.'s count in "
+     "bytes of 16-bit numbers with dropout masks and a stored softmax; count the numbers of this GPT"),
+    (_per_token(lambda T, d, h: 16 * d * h + h + 4), "the heads split d_model, they do not multiply it: "
+     "queries, keys and values take 3 d numbers in all"),
+    (lambda B, T, d, h, n, size: _activation_bytes(B, T, d, h, n, 1), "that is the count of numbers: "
+     "multiply by bytes_per_number"),
+    (lambda B, T, d, h, n, size: _activation_bytes(B, T, d, h, n, 8 * size), "that is bits: count bytes "
+     "(a float32 number is 4 bytes)"),
+    (lambda B, T, d, h, n, size: _activation_bytes(B, T, d, h, n, 4), "that takes every number as 4 "
+     "bytes: use bytes_per_number"),
+    (lambda B, T, d, h, n, size: _activation_bytes(B, T, d, h, 1, size), "that is one layer: multiply "
+     "by n_layers"),
+    (lambda B, T, d, h, n, size: _activation_bytes(1, T, d, h, n, size), "that is one sequence: multiply "
+     "by the batch size B"),
+    (lambda B, T, d, h, n, size: _activation_bytes(B, 1, d, h, n, size), "that is one position: "
+     "multiply by the context length T"),
+    (lambda B, T, d, h, n, size: _activation_bytes(1, 1, d, h, n, size), "that is one token: multiply "
+     "by the B T tokens"),
+    (lambda B, T, d, h, n, size: _activation_bytes(B, T, d, h, n, size) / 1e6, "return bytes, not "
+     "megabytes"),
+    (lambda B, T, d, h, n, size: _activation_bytes(B, T, d, h, n, size) / 2**20, "return bytes, not MiB"),
+]
+
+
+@checker("Exercise A.1")
+def activation_bytes(fn):
+    """Exercise A.1: ``fn(B, T, d_model, n_heads, n_layers, bytes_per_number)`` returns the bytes
+    the blocks keep for the backward pass: ``n_layers B T (16 d + h + 4) bytes_per_number``."""
+    answers = []
+    for B, T, d, h, n, size in _SHAPES:
+        got = fn(B, T, d, h, n, size)
+        if not _is_number(got):
+            hint(f"return a number (of bytes); for B={B}, T={T} you returned {describe(got)}.")
+        answers.append(float(got))
+    wrong = [(shape, got) for shape, got in zip(_SHAPES, answers)
+             if not (math.isfinite(got) and abs(got - _activation_bytes(*shape)) <= 0.5)]
+    if not wrong:
+        passed("your count matches the course's on every shape tried, up to GPT-2 small and the "
+               "layers of a 7B model.")
+    for mistake, message in _A1_MISTAKES:
+        if all(math.isfinite(got) and abs(got - mistake(*shape)) <= 0.5 + 1e-9 * abs(got)
+               for shape, got in zip(_SHAPES, answers)):
+            hint(f"{message}.")
+    (B, T, d, h, n, size), got = wrong[0]
+    hint(f"for B={B}, T={T}, d_model={d}, n_heads={h}, n_layers={n}, {size} bytes a number, the blocks "
+         f"keep {_activation_bytes(B, T, d, h, n, size):,} bytes; you return {got:,.6g}. Count per layer "
+         "and token 16 d + h + 4 numbers (the list in the exercise).", generic=True)
+
+
+# --------------------------------------------------------------------- A.2 data parallelism
+class _Done:
+    """What an ``async_op=True`` collective returns (already complete)."""
+
+    def wait(self, *args: Any, **kwargs: Any) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR", "PREMUL_SUM")
+
+
+def _op_name(op: Any) -> str:
+    for name in _OPS:
+        if hasattr(_dist.ReduceOp, name) and op == getattr(_dist.ReduceOp, name):
+            return name
+    return "?"
+
+
+class SimulatedGroup:
+    """A stand-in for ``torch.distributed`` seen from process ``rank`` of ``world_size``.
+
+    It has what a data-parallel loop needs: ``get_rank``, ``get_world_size``, ``broadcast``,
+    ``all_reduce`` (``ReduceOp.SUM``, ``PRODUCT``, ``MIN``, ``MAX``; ``AVG`` is refused as gloo
+    refuses it), ``barrier``, ``ReduceOp``. It records every collective call with this process's
+    contribution (``calls``), and computes each result from the contributions of the other
+    processes recorded in ``others`` by an earlier run of theirs (its own contribution where none
+    is recorded yet). Running the processes in turn until their recorded calls no longer change
+    gives exactly the results of running them together: the k-th contribution of a process
+    depends only on the results of its earlier collectives, so each round fixes at least one more
+    call. ``state_dict``/``load_state_dict`` carry ``calls``, so that the grader copies them back.
+    """
+
+    ReduceOp = _dist.ReduceOp
+
+    def __init__(self, rank: int, world_size: int, others: list | None = None):
+        self.rank, self.world = rank, world_size
+        self.others = others if others is not None else [None] * world_size
+        self.calls: list[list] = []  # [kind, argument, contribution]
+
+    # what the student's code may ask
+    def get_rank(self, group: Any = None) -> int:
+        return self.rank
+
+    def get_world_size(self, group: Any = None) -> int:
+        return self.world
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def is_available(self) -> bool:
+        return True
+
+    def get_backend(self, group: Any = None) -> str:
+        return "gloo"
+
+    def barrier(self, group: Any = None, async_op: bool = False, device_ids: Any = None) -> Any:
+        self.calls.append(["barrier", 0, torch.zeros(())])
+        return _Done() if async_op else None
+
+    def _contributions(self, kind: str, argument: Any, mine: torch.Tensor) -> list[torch.Tensor]:
+        k, found = len(self.calls), []
+        for q in range(self.world):
+            record = self.others[q] if q != self.rank else None
+            if (record is not None and k < len(record) and record[k][0] == kind and record[k][1] == argument
+                    and record[k][2].shape == mine.shape):
+                found.append(record[k][2].to(mine.dtype))
+            else:
+                found.append(mine)
+        return found
+
+    def broadcast(self, tensor: torch.Tensor, src: int = 0, group: Any = None, async_op: bool = False,
+                  group_src: Any = None) -> Any:
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"broadcast(): argument 'tensor' must be Tensor, not {type(tensor).__name__}")
+        if not isinstance(src, int) or not 0 <= src < self.world:
+            raise ValueError(f"broadcast(): src must be a rank from 0 to {self.world - 1} (got {src!r})")
+        mine = tensor.detach().clone()
+        result = self._contributions("broadcast", src, mine)[src]
+        self.calls.append(["broadcast", src, mine])
+        with torch.no_grad():
+            tensor.copy_(result)
+        return _Done() if async_op else None
+
+    def all_reduce(self, tensor: torch.Tensor, op: Any = _dist.ReduceOp.SUM, group: Any = None,
+                   async_op: bool = False) -> Any:
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"all_reduce(): argument 'tensor' must be Tensor, not {type(tensor).__name__}")
+        name = _op_name(op)
+        if name not in ("SUM", "PRODUCT", "MIN", "MAX"):
+            raise RuntimeError(f"Cannot use ReduceOp.{name} with Gloo")
+        mine = tensor.detach().clone()
+        parts = torch.stack(self._contributions("all_reduce", name, mine))
+        result = {"SUM": lambda p: p.sum(0), "PRODUCT": lambda p: p.prod(0),
+                  "MIN": lambda p: p.min(0).values, "MAX": lambda p: p.max(0).values}[name](parts)
+        self.calls.append(["all_reduce", name, mine])
+        with torch.no_grad():
+            tensor.copy_(result)
+        return _Done() if async_op else None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(f"the checker's stand-in for torch.distributed has get_rank, get_world_size, "
+                             f"broadcast, all_reduce, barrier and ReduceOp; not {name!r}")
+
+    # the grader copies these back from the student's kernel
+    def state_dict(self) -> dict:
+        return {"calls": [[kind, arg, t] for kind, arg, t in self.calls]}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.calls = [[str(kind), arg if isinstance(arg, int) else str(arg), torch.as_tensor(t)]
+                      for kind, arg, t in state["calls"]]
+
+
+def _loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(model(x), y)
+
+
+def _model(seed: int) -> nn.Module:
+    g = torch.Generator().manual_seed(seed)
+    net = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    return net
+
+
+def _optimizer(kind: str, params: Any) -> torch.optim.Optimizer:
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=0.5)
+    if kind == "momentum":
+        return torch.optim.SGD(params, lr=0.3, momentum=0.9)
+    return torch.optim.Adam(params, lr=0.05)
+
+
+def _batches(seed: int, world: int, steps: int, rows: int) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    """``[step][rank] -> (x, y)``: each step's global batch, cut into equal shares."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(steps):
+        x = torch.randn(world * rows, 4, generator=g)
+        y = torch.randint(3, (world * rows,), generator=g)
+        out.append([(x[r * rows:(r + 1) * rows].clone(), y[r * rows:(r + 1) * rows].clone()) for r in range(world)])
+    return out
+
+
+def _flat(net: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in net.parameters()])
+
+
+def _single_process(init_seed: int, kind: str, batches: list, scale: float = 1.0) -> torch.Tensor:
+    """The reference: one process, the whole batch of every step (its gradient times ``scale``)."""
+    net = _model(init_seed)
+    opt = _optimizer(kind, net.parameters())
+    for shares in batches:
+        x = torch.cat([s[0] for s in shares])
+        y = torch.cat([s[1] for s in shares])
+        opt.zero_grad()
+        _loss(net, x, y).backward()
+        if scale != 1.0:
+            for p in net.parameters():
+                p.grad.mul_(scale)
+        opt.step()
+    return _flat(net)
+
+
+_MAX_ROUNDS = 60
+
+
+def _same_calls(a: list | None, b: list) -> bool:
+    return (a is not None and len(a) == len(b)
+            and all(x[0] == y[0] and x[1] == y[1] and x[2].shape == y[2].shape and torch.equal(x[2], y[2])
+                    for x, y in zip(a, b)))
+
+
+def _run(fn, world: int, kind: str, steps: int, rows: int, seed: int):
+    """Run ``fn`` as every process of a world, in turn, until the collectives settle.
+
+    Process ``r`` starts from its own random weights (``_model(seed + r)``), as processes do
+    before DDP broadcasts process 0's. Returns ``(final weights per process, calls per process)``.
+    """
+    batches = _batches(seed, world, steps, rows)
+    records: list = [None] * world
+    for _ in range(_MAX_ROUNDS):
+        settled, finals = True, []
+        for r in range(world):
+            net = _model(seed + r)
+            opt = _optimizer(kind, net.parameters())
+            group = SimulatedGroup(r, world, list(records))
+            fn(net, opt, _loss, [batches[s][r] for s in range(steps)], group)
+            settled = settled and _same_calls(records[r], group.calls)
+            records[r] = group.calls
+            finals.append(_flat(net))
+        if settled:
+            return batches, finals, records
+    hint(f"your processes made {len(records[0])} collective calls for {steps} steps of a model with 4 "
+         "parameter tensors, too many to follow: broadcast each parameter once, then all-reduce each "
+         "gradient tensor once per step.")
+
+
+def _shapes(net: nn.Module) -> list[tuple]:
+    return [tuple(p.shape) for p in net.parameters()]
+
+
+def _diagnose_apart(records: list, world: int, steps: int) -> None:
+    """The processes ended with different weights: say why."""
+    params = _shapes(_model(0))
+    n_numbers = sum(math.prod(s) for s in params)
+    calls = records[0]
+    broadcasts = [c for c in calls if c[0] == "broadcast"]
+    reduces = [c for c in calls if c[0] == "all_reduce"]
+    if not calls:
+        hint("your function never calls dist.broadcast or dist.all_reduce: each process trains its own "
+             "copy alone, and the copies drift apart.")
+    if not broadcasts:
+        hint("the processes start from different random weights and you never broadcast process 0's: "
+             "call dist.broadcast(p.data, src=0) for every parameter before training, as "
+             "DistributedDataParallel does when it wraps the model.")
+    if sum(c[2].numel() for c in broadcasts) < n_numbers:
+        hint("only some parameters are broadcast: the others keep each process's own random values. "
+             "Broadcast every parameter from process 0.")
+    if not reduces:
+        hint("the gradients are never all-reduced: each process steps with the gradient of its own "
+             "share, and the copies drift apart. After loss.backward(), all-reduce every p.grad.")
+    if all(c[2].numel() == 1 for c in reduces):
+        hint("you all-reduce one number (the loss?), not the gradients: autograd does not go through "
+             "all_reduce, so each process's gradient stays its own. All-reduce every p.grad after "
+             "loss.backward().")
+    if sum(c[2].numel() for c in reduces) < steps * n_numbers:
+        hint("only some gradients are all-reduced: every parameter's gradient must be, at every step, "
+             "or the copies drift apart.")
+    hint("the processes end with different weights although you broadcast and all-reduce: all-reduce "
+         "every gradient after loss.backward() and before optimizer.step(), and step with the reduced "
+         "gradient.")
+
+
+@checker("Exercise A.2")
+def data_parallel(fn):
+    """Exercise A.2: ``fn(model, optimizer, loss_fn, batches, dist)`` trains one process's copy:
+    broadcast process 0's weights, then for each share ``(x, y)`` of a step, the gradient of
+    ``loss_fn(model, x, y)``, all-reduced and divided by the number of processes, and a step."""
+    cases = [  # world, optimizer, steps, rows per process, seed
+        (2, "sgd", 1, 3, 10),
+        (3, "momentum", 2, 2, 20),
+        (2, "adam", 3, 4, 30),
+    ]
+    for world, kind, steps, rows, seed in cases:
+        batches, finals, records = _run(fn, world, kind, steps, rows, seed)
+        calls = [[c[0:2] + [tuple(c[2].shape)] for c in rec] for rec in records]
+        if any(c != calls[0] for c in calls[1:]):
+            hint("your processes make different collective calls (another order, other tensors, or a "
+                 "call only one process makes): every process must make the same calls in the same "
+                 "order, or a real run hangs.")
+        if any(not close(f, finals[0], rtol=1e-5, atol=1e-6) for f in finals[1:]):
+            _diagnose_apart(records, world, steps)
+        got = finals[0]
+        what = f"{world} processes, {dict(sgd='SGD', momentum='SGD with momentum', adam='Adam')[kind]}, {steps} steps"
+        if not torch.isfinite(got).all():
+            hint(f"with {what} the weights became inf or NaN.")
+        want = _single_process(seed, kind, batches)
+        if close(got, want, rtol=1e-4, atol=1e-5):
+            continue
+        if close(got, _single_process(seed + 1, kind, batches), rtol=1e-4, atol=1e-5):
+            hint("the copies agree, but on process 1's weights: broadcast from process 0 (src=0), "
+                 "whose weights a checkpoint or DDP keeps.")
+        if kind == "adam":
+            hint("with SGD your processes train like one process on the whole batch, but with Adam "
+                 "not: averaging the weights after each process stepped with its own gradient equals "
+                 "averaging the gradients only for SGD. All-reduce the gradients before "
+                 "optimizer.step().")
+        if kind != "adam":  # SGD with or without momentum: a scaled gradient is a scaled step
+            for c, message in [
+                (world, "your step is as many times too large as there are processes: all_reduce sums "
+                        "the gradients; divide the sum by dist.get_world_size() to average them."),
+                (1 / world, f"your step is {world} times too small: the gradient is divided by the number "
+                            "of processes twice (the loss divided by it, and the sum divided again?)."),
+                (world / 2, "your processes divide the summed gradients by 2 whatever their number: "
+                            "divide by dist.get_world_size()."),
+                (rows, "your gradient is the one of the summed loss over the rows: average each share's "
+                       "loss (loss_fn returns the mean), then average the processes' gradients."),
+                (rows * world, "your gradient is the one of the summed loss of all rows: loss_fn returns "
+                               "each share's mean; all-reduce its gradients and divide by the world size."),
+            ]:
+                if c != 1 and close(got, _single_process(seed, kind, batches, scale=c), rtol=1e-4, atol=1e-5):
+                    hint(message)
+        hint(f"with {what}, your copies agree but do not train like one process on the whole batch "
+             "(the average of the shares' gradients is the gradient of the whole batch's mean loss).",
+             generic=True)
+    passed("your processes train exactly like one process on the whole batch, with SGD, momentum "
+           "and Adam, on 2 and 3 processes.")
