@@ -1,7 +1,7 @@
 """Write the student version of the chapters: the same notebooks without their solutions.
 
     python -m companion.student                 # every chapter in book/ -> student/
-    python -m companion.student 2 07            # chapters 2 and 7 (numbers, names or paths)
+    python -m companion.student 2 07 A          # chapters 2 and 7, the appendix (numbers, names or paths)
     python -m companion.student --out handout 3 # another output folder
     python -m companion.student --times         # write the measured run times into book/instructors.md
 
@@ -182,7 +182,8 @@ def student_version(nb, name: str = "notebook", book: "Path | Book | None" = Non
 
 
 def resolve(names: list[str], book: Path = BOOK) -> list[Path]:
-    """Chapter notebooks named by number (``2``, ``02``), name (``02_attention``) or path."""
+    """Chapter notebooks named by number (``2``, ``02``), ``A`` (the appendix), name (``02_attention``)
+    or path."""
     every = chapters(book)
     if not names:
         return every
@@ -193,7 +194,8 @@ def resolve(names: list[str], book: Path = BOOK) -> list[Path]:
             picked.append(path.resolve())
             continue
         stem = path.stem if path.suffix else name
-        match = [p for p in every if p.stem == stem or (stem.isdigit() and p.stem.split("_")[0] == f"{int(stem):02d}")]
+        match = [p for p in every if p.stem == stem or (stem.isdigit() and p.stem.split("_")[0] == f"{int(stem):02d}")
+                 or (stem.upper() == "A" and chapter_label(p.stem) == "A")]
         if not match:
             known = ", ".join(p.stem for p in every) or "none"
             raise ValueError(f"no chapter notebook matches {name!r} (chapters in {book}: {known})")

@@ -140,6 +140,8 @@ def test_chapters_are_named_by_number_name_or_path():
     assert student.resolve([str(int(number))]) == [first]
     assert student.resolve([first.stem]) == [first]
     assert student.resolve([str(first)]) == [first.resolve()]
+    appendix = [p for p in CHAPTERS if p.stem.startswith("appendix_")]
+    assert student.resolve(["A"]) == student.resolve(["a"]) == appendix and len(appendix) == 1
     with pytest.raises(ValueError, match=r"no chapter notebook matches '99'"):
         student.resolve(["99"])
 
