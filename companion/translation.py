@@ -34,10 +34,11 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
+from torch.nn import functional as F
 
 from companion.decoding import beam_search, greedy
 from companion.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
@@ -54,6 +55,8 @@ __all__ = [
     "TranslationTokenizer",
     "make_batch",
     "train",
+    "smoothed_cross_entropy",
+    "token_confidence",
     "translate",
     "chrf",
     "exact_match",
@@ -61,6 +64,8 @@ __all__ = [
     "DECODERS",
     "MODEL_CONFIG",
     "TRAIN_CONFIG",
+    "LIVE_SPLIT",
+    "LIVE_TRAIN_CONFIG",
     "SHIPPED_MODEL",
     "shipped_model_path",
     "main",
@@ -310,6 +315,12 @@ MODEL_CONFIG = dict(context_length=64, d_model=64, n_heads=4, n_encoder_layers=2
 TRAIN_CONFIG = TrainConfig(batch_size=64, max_steps=800, learning_rate=2e-3, min_lr=1e-4, warmup=100,
                            weight_decay=0.01, grad_clip=1.0, eval_interval=100, eval_batches=1, seed=0)
 
+#: Chapter 9's live run: the numbers 0 to 999 (the same endings held out), trained in the notebook
+#: with and without label smoothing; benchmarks/bench_label_smoothing.py repeats it over seeds.
+LIVE_SPLIT = dict(max_number=999, test_size=100, valid_size=0)
+LIVE_TRAIN_CONFIG = TrainConfig(batch_size=32, max_steps=300, learning_rate=2e-3, min_lr=1e-4, warmup=30,
+                                weight_decay=0.01, grad_clip=1.0, eval_interval=0, eval_batches=1, seed=0)
+
 
 @dataclass
 class TrainHistory:
@@ -338,6 +349,64 @@ def _mean_loss(model: Seq2SeqTransformer, tokenizer: TranslationTokenizer, data:
     return total / count
 
 
+def smoothed_cross_entropy(logits: Tensor, targets: Tensor, pad_id: int, label_smoothing: float = 0.0) -> Tensor:
+    """Mean cross-entropy over the targets that are not ``pad_id``, against smoothed targets.
+
+    With ``label_smoothing = eps`` the target distribution of a position is ``1 - eps`` on its
+    token plus ``eps / V`` on every token of the vocabulary (Szegedy et al. 2016, as
+    ``F.cross_entropy(..., label_smoothing=eps)``); ``eps = 0`` is the plain cross-entropy, the
+    loss of :class:`~companion.seq2seq.Seq2SeqTransformer`.
+
+    Shapes:
+        logits ``(B, T, V)``, targets ``(B, T)`` -> a scalar.
+    """
+    if not isinstance(logits, Tensor) or logits.ndim != 3 or not isinstance(targets, Tensor) \
+            or tuple(targets.shape) != tuple(logits.shape[:2]):
+        got = (tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__,
+               tuple(targets.shape) if isinstance(targets, Tensor) else type(targets).__name__)
+        raise ValueError(f"`logits` must have shape (B, T, V) and `targets` (B, T) (got {got[0]} and {got[1]})")
+    check_float("label_smoothing", label_smoothing, low=0, high=1, high_open=True)
+    B, T, V = logits.shape
+    return F.cross_entropy(logits.reshape(B * T, V).float(), targets.reshape(B * T).long(), ignore_index=pad_id,
+                           label_smoothing=float(label_smoothing))
+
+
+@torch.no_grad()
+def token_confidence(model: Seq2SeqTransformer, tokenizer: TranslationTokenizer, data: Sequence[tuple[str, str]],
+                     batch_size: int = 256) -> dict[str, float]:
+    """How sure the model is of each target token, and how often it is right, teacher-forced.
+
+    Over every target token of ``data`` (``</s>`` included, padding not), reading the reference
+    prefix: ``confidence``, the mean probability of the most probable token; ``accuracy``, the
+    share of tokens where that token is the reference's; ``p_right``, the mean probability of the
+    reference token; ``nll``, the mean of ``-log p(reference token)`` (nats). A calibrated model has
+    ``confidence`` close to ``accuracy``.
+
+    Shapes:
+        a list of (source, reference) pairs -> a dict of floats.
+    """
+    if not isinstance(model, Seq2SeqTransformer):
+        raise TypeError(f"`model` must be a Seq2SeqTransformer (got {type(model).__name__})")
+    _check_pairs("data", data, "reference")
+    was = model.training
+    model.eval()
+    sums = {"confidence": 0.0, "accuracy": 0.0, "p_right": 0.0, "nll": 0.0}
+    count = 0
+    for i in range(0, len(data), batch_size):
+        src, tgt_in, tgt_out = make_batch(tokenizer, data[i:i + batch_size])
+        logp = model(src, tgt_in)[0].float().log_softmax(-1)  # (B, T, V)
+        real = tgt_out != tokenizer.pad_id  # (B, T)
+        best, arg = logp.max(-1)  # (B, T) each
+        right = logp.gather(-1, tgt_out[..., None])[..., 0]  # (B, T): log p(reference token)
+        sums["confidence"] += best.exp()[real].sum().item()
+        sums["accuracy"] += (arg == tgt_out)[real].sum().item()
+        sums["p_right"] += right.exp()[real].sum().item()
+        sums["nll"] -= right[real].sum().item()
+        count += int(real.sum())
+    model.train(was)
+    return {key: value / count for key, value in sums.items()}
+
+
 def _check_pairs(name: str, data, second: str = "target") -> None:
     """``data`` must be a non-empty list of (source, target) pairs of strings."""
     if isinstance(data, (str, bytes)) or not hasattr(data, "__len__") or len(data) == 0:
@@ -350,13 +419,20 @@ def _check_pairs(name: str, data, second: str = "target") -> None:
 
 
 def train(model: Seq2SeqTransformer, tokenizer: TranslationTokenizer, data: Sequence[tuple[str, str]],
-          cfg: TrainConfig, *, valid: Sequence[tuple[str, str]] | None = None, progress: bool = False) -> TrainHistory:
+          cfg: TrainConfig, *, valid: Sequence[tuple[str, str]] | None = None, progress: bool = False,
+          label_smoothing: float = 0.0, forward: Callable[..., Tensor] | None = None) -> TrainHistory:
     """Train ``model`` for ``cfg.max_steps`` steps on random batches of ``data``.
 
     Each step draws ``cfg.batch_size`` pairs (from a generator seeded with ``cfg.seed``), computes
     the teacher-forced loss, clips the gradient's norm to ``cfg.grad_clip`` and takes an AdamW step
     with chapter 7's warm-up and cosine schedule. For a given seed, thread count and number of
     steps the result is the same on every run of one machine.
+
+    ``label_smoothing`` (``eps``): the loss's target puts ``1 - eps`` on the right token and spreads
+    ``eps`` evenly over the whole vocabulary (:func:`smoothed_cross_entropy`; the original
+    transformer used 0.1). ``forward``: a function ``(model, src, tgt_in) -> logits (B, T, V)``
+    used instead of ``model(src, tgt_in)`` (chapter 9 trains with the reader's own forward pass).
+    The validation loss is always the plain cross-entropy of ``model``'s own forward.
 
     Shapes:
         ``data``: a list of (source, target) strings; returns a :class:`TrainHistory`.
@@ -373,6 +449,10 @@ def train(model: Seq2SeqTransformer, tokenizer: TranslationTokenizer, data: Sequ
     if tokenizer.vocab_size != model.config.vocab_size:
         raise ValueError(f"`tokenizer` has {tokenizer.vocab_size} tokens but the model's vocab_size is "
                          f"{model.config.vocab_size}; build the model with vocab_size=tokenizer.vocab_size")
+    check_float("label_smoothing", label_smoothing, low=0, high=1, high_open=True)
+    if forward is not None and not callable(forward):
+        raise TypeError(f"`forward` must be a function (model, src, tgt_in) -> logits, or None for the model's own "
+                        f"(got {type(forward).__name__})")
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     optimizer = make_optimizer(model, cfg)
@@ -391,7 +471,11 @@ def train(model: Seq2SeqTransformer, tokenizer: TranslationTokenizer, data: Sequ
             group["lr"] = lr
         rows = torch.randint(len(data), (cfg.batch_size,), generator=g).tolist()
         src, tgt_in, tgt_out = make_batch(tokenizer, [data[i] for i in rows])
-        _, loss = model(src, tgt_in, tgt_out)
+        if forward is None and not label_smoothing:
+            _, loss = model(src, tgt_in, tgt_out)
+        else:
+            logits = model(src, tgt_in)[0] if forward is None else forward(model, src, tgt_in)
+            loss = smoothed_cross_entropy(logits, tgt_out, tokenizer.pad_id, label_smoothing)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip > 0:

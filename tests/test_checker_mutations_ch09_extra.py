@@ -1,4 +1,4 @@
-"""Mutation registry of exercise 9.4 (the wrong answers of tests/test_exercises_seq2seq_extra.py)."""
+"""Mutation registry of exercise 9.7 (the wrong answers of tests/test_exercises_seq2seq_extra.py)."""
 from __future__ import annotations
 
 import sys

@@ -18,7 +18,7 @@ def never_crashed(fb):
     return not fb.message.startswith("your code raised")
 
 
-# ------------------------------------------------------------------ 9.1 teacher forcing
+# ------------------------------------------------------------------ 9.4 teacher forcing
 def forcing_ok(targets, bos_id, eos_id, pad_id):
     T = max(len(y) for y in targets) + 1
     tgt_in = torch.full((len(targets), T), pad_id)
@@ -84,7 +84,7 @@ def test_teacher_forcing_right_and_wrong():
         assert never_crashed(fb), (expected, fb)
 
 
-# ------------------------------------------------------------------ 9.2 masked cross-attention
+# ------------------------------------------------------------------ 9.1 masked cross-attention
 def attention_variant(mask_mode="right", softmax_dim=-1, scale="sqrt_d", values="v", post=None):
     def fn(q, k, v, src_key_mask):
         d = q.shape[-1]
@@ -148,7 +148,7 @@ def test_masked_cross_attention_right_and_wrong():
     assert fb.status == "hint" and "NaN" in fb.message
 
 
-# ------------------------------------------------------------------ 9.3 character n-gram precision and recall
+# ------------------------------------------------------------------ 9.6 character n-gram precision and recall
 def prf_variant(strip=True, counter="multi", clip=True, swap=False, rng="overlap", lower=False, denom="grams"):
     def fn(hyp, ref, n):
         if strip:
@@ -207,7 +207,7 @@ def test_char_ngram_precision_recall_right_and_wrong():
 
 def test_exercise_numbers_match_the_chapter():
     assert [c.exercise for c in (check.teacher_forcing, check.masked_cross_attention,
-                                 check.char_ngram_precision_recall)] == ["Exercise 9.1", "Exercise 9.2", "Exercise 9.3"]
+                                 check.char_ngram_precision_recall)] == ["Exercise 9.4", "Exercise 9.1", "Exercise 9.6"]
 
 
 @pytest.mark.parametrize("answer", [None, "text", 3, (1,), (None, None), [torch.zeros(0)] * 2, (torch.zeros(2, 3, 4), "x"),

@@ -1,8 +1,8 @@
-"""Tests for exercise 9.4 (what follows a prefix) and for ``companion.translation.next_characters``.
+"""Tests for exercise 9.7 (what follows a prefix) and for ``companion.translation.next_characters``.
 
 The right answers pass; wrong answers written from the exercise's text (not from the checker) do
 not, each classic one with its own hint; junk never crashes the checker; the chapter's module still
-serves exercises 9.1 to 9.3."""
+serves exercises 9.1 to 9.6."""
 from __future__ import annotations
 
 import re
@@ -187,11 +187,16 @@ def test_a_student_exception_is_reported_as_theirs():
     assert fb.status == "hint" and fb.kind == "raised", fb
 
 
-def test_the_chapter_module_still_serves_exercises_9_1_to_9_3():
-    for name in seq2seq.__all__:
-        assert getattr(check, name) is getattr(seq2seq, name)
-        assert name in check.__all__
-    assert check.next_chars.exercise == "Exercise 9.4"
+def test_the_chapter_module_serves_every_exercise_of_chapter_9():
+    from companion.exercises import seq2seq_model
+
+    for module in (seq2seq, seq2seq_model):
+        for name in module.__all__:
+            assert getattr(check, name) is getattr(module, name)
+            assert name in check.__all__
+    assert check.next_chars.exercise == "Exercise 9.7"
+    numbers = sorted(getattr(check, name).exercise for name in check.__all__)
+    assert numbers == [f"Exercise 9.{k}" for k in range(1, 8)]
     assert check.__all__[-1] == "next_chars"
 
 

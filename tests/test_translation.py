@@ -1,5 +1,6 @@
 """companion.translation: the number-words task, its tokenizer, chrF against sacrebleu, training
 and translating."""
+import math
 import random
 import string
 from dataclasses import replace
@@ -257,3 +258,75 @@ def test_command_line_evaluates_and_stores_the_table(tmp_path, monkeypatch, caps
     scores = load_checkpoint(out)[2]["info"]["scores"]
     assert set(scores) == {"test", "unseen endings"} and set(scores["test"]) == {"greedy"}
     assert "exact %" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ label smoothing, a forward hook, confidence
+def test_smoothed_cross_entropy_is_the_smoothed_target_by_hand():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 4, 7, generator=g)
+    targets = torch.tensor([[3, 4, 0, 0], [5, 6, 2, 0]])  # 0 = padding
+    eps = 0.1
+    logp = logits.log_softmax(-1)
+    q = torch.full_like(logp, eps / 7)
+    q.scatter_add_(-1, targets[..., None], torch.full((2, 4, 1), 1 - eps))  # (1 - eps) one-hot + eps / V
+    per_token = -(q * logp).sum(-1)  # (B, T)
+    keep = targets != 0
+    assert tr.smoothed_cross_entropy(logits, targets, 0, eps) == pytest.approx(per_token[keep].mean().item(), rel=1e-5)
+    plain = torch.nn.functional.cross_entropy(logits.reshape(8, 7), targets.reshape(8), ignore_index=0)
+    assert tr.smoothed_cross_entropy(logits, targets, 0) == pytest.approx(plain.item())
+    with pytest.raises(ValueError, match="`label_smoothing` must be"):
+        tr.smoothed_cross_entropy(logits, targets, 0, 1.0)
+    with pytest.raises(ValueError, match=r"`logits` must have shape \(B, T, V\)"):
+        tr.smoothed_cross_entropy(logits[0], targets, 0)
+
+
+def test_train_with_a_forward_hook_and_label_smoothing():
+    data, tok, model = _tiny_setup()
+    cfg = replace(tr.TRAIN_CONFIG, batch_size=16, max_steps=8, warmup=2, eval_interval=0)
+    calls = []
+
+    def forward(m, src, tgt_in):
+        calls.append(tuple(src.shape))
+        return m(src, tgt_in)[0]
+
+    _, _, plain = _tiny_setup()
+    tr.train(plain, tok, data, cfg)
+    tr.train(model, tok, data, cfg, forward=forward)  # the same computation through the hook
+    assert len(calls) == 8
+    for a, b in zip(model.parameters(), plain.parameters()):
+        torch.testing.assert_close(a, b)
+    _, _, smooth = _tiny_setup()
+    history = tr.train(smooth, tok, data, cfg, label_smoothing=0.1)
+    assert not torch.equal(smooth.head.weight, plain.head.weight)
+    assert all(math.isfinite(x) for x in history.train_loss)
+    with pytest.raises(ValueError, match="`label_smoothing` must be"):
+        tr.train(model, tok, data, cfg, label_smoothing=-0.1)
+    with pytest.raises(TypeError, match="`forward` must be a function"):
+        tr.train(model, tok, data, cfg, forward="model")
+
+
+def test_token_confidence_by_hand():
+    data, tok, model = _tiny_setup()
+    model.eval()
+    got = tr.token_confidence(model, tok, data[:5])
+    conf, right, p_right, nll, n = 0.0, 0, 0.0, 0.0, 0
+    with torch.no_grad():
+        for source, target in data[:5]:
+            src, tgt_in, tgt_out = tr.make_batch(tok, [(source, target)])
+            p = model(src, tgt_in)[0][0].softmax(-1)  # (T, V)
+            for t, y in enumerate(tgt_out[0].tolist()):
+                conf += p[t].max().item()
+                right += int(p[t].argmax()) == y
+                p_right += p[t, y].item()
+                nll -= math.log(p[t, y].item())
+                n += 1
+    assert got == pytest.approx({"confidence": conf / n, "accuracy": right / n, "p_right": p_right / n,
+                                 "nll": nll / n}, rel=1e-4)
+    with pytest.raises(TypeError, match="`model` must be a Seq2SeqTransformer"):
+        tr.token_confidence(None, tok, data)
+
+
+def test_the_live_run_settings():
+    splits = tr.number_splits(**tr.LIVE_SPLIT)
+    assert (len(splits.train), len(splits.test), len(splits.unseen_endings)) == (870, 100, 30)
+    assert tr.LIVE_TRAIN_CONFIG.max_steps == 300 and tr.LIVE_TRAIN_CONFIG.batch_size == 32

@@ -1,9 +1,12 @@
 """Checkers for chapter 9, *The full transformer: an encoder-decoder that translates*.
 
-* Exercise 9.1 :func:`teacher_forcing` — the decoder's input ``<s> y`` and its targets ``y </s>``;
-* Exercise 9.2 :func:`masked_cross_attention` — queries from the target, keys and values from
+* Exercise 9.1 :func:`masked_cross_attention` — queries from the target, keys and values from
   the source, padded source positions masked out;
-* Exercise 9.3 :func:`char_ngram_precision_recall` — the core of chrF for one n-gram order.
+* Exercise 9.4 :func:`teacher_forcing` — the decoder's input ``<s> y`` and its targets ``y </s>``;
+* Exercise 9.6 :func:`char_ngram_precision_recall` — the core of chrF for one n-gram order.
+
+(Exercises 9.2, 9.3 and 9.5 are in :mod:`companion.exercises.seq2seq_model`, 9.7 in
+:mod:`companion.exercises.seq2seq_extra`, which the chapter imports as ``check``.)
 
 They recognize the classic slips: a decoder input that keeps ``</s>`` or lacks ``<s>``, padding
 with the wrong token or on the wrong side; a padding mask inverted, forgotten, applied to the
@@ -23,7 +26,7 @@ from ._core import require_graph, checker, close, describe, hint, passed
 __all__ = ["teacher_forcing", "masked_cross_attention", "char_ngram_precision_recall"]
 
 
-# ------------------------------------------------------------------------------- Exercise 9.1
+# ------------------------------------------------------------------------------- Exercise 9.4
 def _as_long_pair(out):
     """(tgt_in, tgt_out) as integer tensors, or a hint naming what is wrong."""
     if not isinstance(out, (tuple, list)) or len(out) != 2:
@@ -75,7 +78,7 @@ def _forcing(targets, bos, eos, pad, *, variant=None):
     return torch.tensor(rows_in), torch.tensor(rows_out)
 
 
-@checker("Exercise 9.1")
+@checker("Exercise 9.4")
 def teacher_forcing(my_teacher_forcing) -> None:
     """``my_teacher_forcing(targets, bos_id, eos_id, pad_id) -> (tgt_in, tgt_out)``, both ``(B, T)``."""
     cases = [([[5, 6, 7], [8], [9, 10, 11, 12]], 1, 2, 0), ([[7, 7], [3, 4, 5, 6, 8]], 2, 4, 9)]
@@ -142,7 +145,7 @@ def teacher_forcing(my_teacher_forcing) -> None:
     passed("`<s> y` in, `y </s>` out, padded with `pad_id`.")
 
 
-# ------------------------------------------------------------------------------- Exercise 9.2
+# ------------------------------------------------------------------------------- Exercise 9.1
 def _attend(q, k, v, mask, *, variant=None):
     """Single-head cross-attention and its classic mistakes: out (B, T, d_v), weights (B, T, S)."""
     d = q.shape[-1]
@@ -168,7 +171,7 @@ def _attend(q, k, v, mask, *, variant=None):
     return out, weights
 
 
-@checker("Exercise 9.2")
+@checker("Exercise 9.1")
 def masked_cross_attention(my_cross_attention) -> None:
     """``my_cross_attention(q, k, v, src_key_mask) -> (out, weights)``: one head of cross-attention."""
     g = torch.Generator().manual_seed(9)
@@ -239,7 +242,7 @@ def masked_cross_attention(my_cross_attention) -> None:
          "over the keys, and return (weights @ v, weights).", generic=True)
 
 
-# ------------------------------------------------------------------------------- Exercise 9.3
+# ------------------------------------------------------------------------------- Exercise 9.6
 def _prf(hyp, ref, n, *, variant=None):
     """Character n-gram precision and recall (chrF's statistics for one order) and classic mistakes."""
     if variant == "spaces only":
@@ -272,7 +275,7 @@ def _prf(hyp, ref, n, *, variant=None):
     return (rec, p) if variant == "swapped" else (p, rec)
 
 
-@checker("Exercise 9.3")
+@checker("Exercise 9.6")
 def char_ngram_precision_recall(my_ngram_pr) -> None:
     """``my_ngram_pr(hypothesis, reference, n) -> (precision, recall)`` of character n-grams."""
     cases = [("siebenund neunzig", "siebenundneunzig", 3), ("aaaab", "aab", 2), ("neun und vierzig", "Neunundvierzig", 2),

@@ -1,14 +1,15 @@
-"""Checkers for chapter 9: those of :mod:`companion.exercises.seq2seq` (9.1 to 9.3), and
+"""Checkers for chapter 9: those of :mod:`companion.exercises.seq2seq` (9.1, 9.4 and 9.6) and
+:mod:`companion.exercises.seq2seq_model` (9.2, 9.3 and 9.5), and
 
-* Exercise 9.4 :func:`next_chars` — what follows a prefix in a list of texts, counted: the tool
+* Exercise 9.7 :func:`next_chars` — what follows a prefix in a list of texts, counted: the tool
   that finds the cause of the translation model's errors on numbers ending in 76.
 
 The chapter imports this module as ``check``, so that one module serves the whole chapter (the
-grader's registry wants one per chapter) while :mod:`companion.exercises.seq2seq` stays as it is.
-The check recognizes the classic slips: occurrences that may not overlap (``re.finditer``,
-``str.count``), the texts joined into one (an occurrence across two texts), the character one
-place off, the prefix's own last character, an occurrence at the end of a text counted, the
-counts dropped (a set or a list), and the caller's list changed.
+grader's registry wants one per chapter). The check of 9.7 recognizes the classic slips:
+occurrences that may not overlap (``re.finditer``, ``str.count``), the texts joined into one (an
+occurrence across two texts), the character one place off, the prefix's own last character, an
+occurrence at the end of a text counted, the counts dropped (a set or a list), and the caller's
+list changed.
 """
 from __future__ import annotations
 
@@ -17,13 +18,15 @@ import re
 from collections import Counter
 
 from . import seq2seq as _seq2seq
+from . import seq2seq_model as _seq2seq_model
 from ._core import checker, describe, hint, passed
-from .seq2seq import *  # noqa: F401,F403 - exercises 9.1 to 9.3
+from .seq2seq import *  # noqa: F401,F403 - exercises 9.1, 9.4 and 9.6
+from .seq2seq_model import *  # noqa: F401,F403 - exercises 9.2, 9.3 and 9.5
 
-__all__ = [*_seq2seq.__all__, "next_chars"]
+__all__ = [*_seq2seq.__all__, *_seq2seq_model.__all__, "next_chars"]
 
 
-# ------------------------------------------------------------------------------- Exercise 9.4
+# ------------------------------------------------------------------------------- Exercise 9.7
 def _reference(texts, prefix):
     counts = Counter()
     for text in texts:
@@ -105,7 +108,7 @@ def _as_counts(got, call):
     return counts
 
 
-@checker("Exercise 9.4")
+@checker("Exercise 9.7")
 def next_chars(my_next_chars) -> None:
     """``my_next_chars(texts, prefix)``: a list of strings and a non-empty string -> ``{char: count}``
     of the characters right after every occurrence of ``prefix`` (overlapping ones included; an

@@ -26,9 +26,9 @@ def case(exercise, checker, name, expect, why, source, call):
                       source=textwrap.dedent(source), call=call))
 
 
-# ---------------------------------------------------------------- 9.1 ----
+# ---------------------------------------------------------------- 9.4 ----
 def tf(name, expect, why, source):
-    case("9.1", "teacher_forcing", name, expect, why, source,
+    case("9.4", "teacher_forcing", name, expect, why, source,
          "my_teacher_forcing")
 
 
@@ -152,9 +152,9 @@ def my_teacher_forcing(targets, bos_id, eos_id, pad_id):
 """)
 
 
-# ---------------------------------------------------------------- 9.2 ----
+# ---------------------------------------------------------------- 9.1 ----
 def xa(name, expect, why, source):
-    case("9.2", "masked_cross_attention", name, expect, why, source,
+    case("9.1", "masked_cross_attention", name, expect, why, source,
          "my_cross_attention")
 
 
@@ -270,9 +270,9 @@ def my_cross_attention(q, k, v, src_key_mask):
 """)
 
 
-# ---------------------------------------------------------------- 9.3 ----
+# ---------------------------------------------------------------- 9.6 ----
 def ng(name, expect, why, source):
-    case("9.3", "char_ngram_precision_recall", name, expect, why, source,
+    case("9.6", "char_ngram_precision_recall", name, expect, why, source,
          "my_ngram_pr")
 
 
@@ -425,9 +425,9 @@ _sys.path.insert(0, str(_pathlib.Path(__file__).resolve().parent))
 from _junk import junk_cases  # noqa: E402
 
 CASES += junk_cases(MODULE, {
-    "9.1": ("teacher_forcing", "my_teacher_forcing", "targets, bos_id, eos_id, pad_id"),
-    "9.2": ("masked_cross_attention", "my_cross_attention", "q, k, v, src_key_mask"),
-    "9.3": ("char_ngram_precision_recall", "my_ngram_pr", "hypothesis, reference, n"),
+    "9.4": ("teacher_forcing", "my_teacher_forcing", "targets, bos_id, eos_id, pad_id"),
+    "9.1": ("masked_cross_attention", "my_cross_attention", "q, k, v, src_key_mask"),
+    "9.6": ("char_ngram_precision_recall", "my_ngram_pr", "hypothesis, reference, n"),
 })
 
 
