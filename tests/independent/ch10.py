@@ -563,3 +563,631 @@ def my_swap_letters(line, generator):
     i = next((p for p in pairs if p >= k), pairs[0])
     return line[:i] + line[i + 1] + line[i] + line[i + 2:]
 """)
+
+
+# ------------------------------------------------- outside red team (out_) ---
+# 10.4: the text asks for one swap of adjacent letters (str.isalpha()) that
+# differ, "uniformly among all such pairs of the line, with draws from
+# `generator`", a ValueError on a line with no such pair, and "the same seed
+# gives the same swap". It does not prescribe how the generator is consumed,
+# so an answer that draws differently (but uniformly, and only from the
+# generator) is right.
+sw("out_ascii_letters", "wrong", "string.ascii_letters for letters: accented letters never swapped", """
+import string
+def my_swap_letters(line, generator):
+    L = set(string.ascii_letters)
+    pairs = [i for i in range(len(line) - 1)
+             if line[i] in L and line[i + 1] in L and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_regex_a_z", "wrong", "[A-Za-z] regex with a lookahead: accents are not letters", """
+import re
+def my_swap_letters(line, generator):
+    pairs = [m.start() for m in re.finditer(r"(?=[A-Za-z][A-Za-z])", line)
+             if line[m.start()] != line[m.start() + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_apostrophe_is_letter", "wrong", "counts the apostrophe as a letter (\"don't\" -> \"dont'\")", """
+def my_swap_letters(line, generator):
+    ok = lambda c: c.isalpha() or c == "'"
+    pairs = [i for i in range(len(line) - 1)
+             if ok(line[i]) and ok(line[i + 1]) and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_isalnum", "wrong", "isalnum(): digits count as letters (may be undetectable if no test line has a digit)", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalnum() and line[i + 1].isalnum() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_case_insensitive_differ", "wrong", "'differ' tested case-blind: 'Oo' or 'Aa' is never a candidate (detectable only on such a line)", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha()
+             and line[i].lower() != line[i + 1].lower()]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_lowercases_line", "wrong", "lower-cases the line before swapping", """
+def my_swap_letters(line, generator):
+    line = line.lower()
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_keeps_case_pattern", "wrong", "keeps the case of each position ('The' -> 'Hte'): not a swap", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    a, b = line[i], line[i + 1]
+    na = b.upper() if a.isupper() else b.lower()
+    nb = a.upper() if b.isupper() else a.lower()
+    return line[:i] + na + nb + line[i + 2:]
+""")
+sw("out_returns_list", "wrong", "returns the list of characters, not a string", """
+def my_swap_letters(line, generator):
+    chars = list(line)
+    pairs = [i for i in range(len(chars) - 1)
+             if chars[i].isalpha() and chars[i + 1].isalpha() and chars[i] != chars[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    chars[i], chars[i + 1] = chars[i + 1], chars[i]
+    return chars
+""")
+sw("out_returns_tuple", "wrong", "returns (new_line, i)", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:], i
+""")
+sw("out_prev_valid_pair", "wrong", "uniform position, then the nearest valid pair at or before it: not uniform", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    k = int(torch.randint(len(line) - 1, (1,), generator=generator))
+    before = [p for p in pairs if p <= k]
+    i = before[-1] if before else pairs[-1]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_word_then_pair", "wrong", "a word uniformly, then a pair in it: pairs of short words favoured", """
+def my_swap_letters(line, generator):
+    groups = {}
+    w = 0
+    for i in range(len(line) - 1):
+        if line[i] == " ":
+            w += 1
+        if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]:
+            groups.setdefault(w, []).append(i)
+    if not groups:
+        raise ValueError("no pair")
+    keys = sorted(groups)
+    ps = groups[keys[int(torch.randint(len(keys), (1,), generator=generator))]]
+    i = ps[int(torch.randint(len(ps), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_two_tries_then_first", "wrong", "two random positions, then falls back to the first pair: biased to the first", """
+def my_swap_letters(line, generator):
+    ok = lambda i: line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]
+    pairs = [i for i in range(len(line) - 1) if ok(i)]
+    if not pairs:
+        raise ValueError("no pair")
+    for _ in range(2):
+        i = int(torch.randint(len(line) - 1, (1,), generator=generator))
+        if ok(i):
+            break
+    else:
+        i = pairs[0]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_numpy_random", "wrong", "np.random instead of the generator: not repeatable", """
+import numpy as np
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[np.random.randint(len(pairs))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_global_torch", "wrong", "torch.randint without generator=: the global RNG, not repeatable", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[torch.randint(len(pairs), (1,)).item()]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_initial_seed", "wrong", "random.Random(generator.initial_seed()): the same swap on every call with one generator", """
+import random
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = random.Random(generator.initial_seed()).choice(pairs)
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_restores_state", "wrong", "restores the generator's state after drawing: the same swap on every call", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    state = generator.get_state()
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    generator.set_state(state)
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_misses_first_pair", "wrong", "range(1, len(line) - 1): a pair at the start is never a candidate", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(1, len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_checks_prev_swaps_next", "wrong", "tests (line[i-1], line[i]) but swaps (line[i], line[i+1])", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(1, len(line))
+             if line[i - 1].isalpha() and line[i].isalpha() and line[i - 1] != line[i]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1:i + 2] + line[i] + line[i + 2:]
+""")
+sw("out_two_swaps", "wrong", "swaps two different pairs when it can", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    chars = list(line)
+    for k in torch.randperm(len(pairs), generator=generator)[:2].tolist():
+        i = pairs[k]
+        chars[i], chars[i + 1] = chars[i + 1], chars[i]
+    return "".join(chars)
+""")
+sw("out_randint_zero_runtime_error", "wrong", "no check: torch.randint(0, ...) raises RuntimeError, not ValueError", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_assert_pairs", "wrong", "assert pairs: AssertionError, not ValueError", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    assert pairs, "no pair to swap"
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_returns_none_no_pair", "wrong", "returns None on a line with no pair", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        return None
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_valueerror_only_without_letters", "wrong", "ValueError only when the line has under two letters; 'aa' reaches randint(0) (RuntimeError)", """
+def my_swap_letters(line, generator):
+    if sum(c.isalpha() for c in line) < 2:
+        raise ValueError("not enough letters")
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_middle_pair", "wrong", "hard-codes the middle pair: no randomness", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[len(pairs) // 2]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_drops_char", "wrong", "slicing off by one: line[i + 3:] drops a character", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 3:]
+""")
+sw("out_duplicates_char", "wrong", "slicing off by one: line[i + 1:] repeats a character", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 1:]
+""")
+sw("out_nfd_normalize", "wrong", "NFD-normalizes the line first: accented letters become two characters", """
+import unicodedata
+def my_swap_letters(line, generator):
+    line = unicodedata.normalize("NFD", line)
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_ascii_ignore", "wrong", "encodes to ASCII with errors='ignore': accents vanish", """
+def my_swap_letters(line, generator):
+    line = line.encode("ascii", "ignore").decode()
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_round_not_floor", "wrong", "round(u * (n - 1)): the first and last pairs get half the weight", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    u = float(torch.rand(1, generator=generator))
+    i = pairs[round(u * (len(pairs) - 1))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_regex_nonoverlapping", "wrong", "re.finditer of two letters: non-overlapping matches miss half the pairs", """
+import re
+def my_swap_letters(line, generator):
+    pairs = [m.start() for m in re.finditer(r"[^\\W\\d_]{2}", line)
+             if m.group()[0] != m.group()[1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_modulo_byte", "wrong", "randint(256) % n: modulo bias (strong only on lines with many pairs; arguable to detect)", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(256, (1,), generator=generator)) % len(pairs)]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_unique_bigrams", "wrong", "draws among distinct bigrams, swaps the first occurrence: not uniform over pairs", """
+def my_swap_letters(line, generator):
+    first = {}
+    for i in range(len(line) - 1):
+        a, b = line[i], line[i + 1]
+        if a.isalpha() and b.isalpha() and a != b:
+            first.setdefault(a + b, i)
+    if not first:
+        raise ValueError("no pair")
+    keys = list(first)
+    i = first[keys[int(torch.randint(len(keys), (1,), generator=generator))]]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_str_replace_first", "wrong", "line.replace(ab, ba, 1): swaps the first occurrence of the bigram, not the drawn one", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    ab = line[i:i + 2]
+    return line.replace(ab, ab[::-1], 1)
+""")
+sw("out_str_replace_all", "wrong", "line.replace(ab, ba): swaps every occurrence of the bigram", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    ab = line[i:i + 2]
+    return line.replace(ab, ab[::-1])
+""")
+sw("out_whole_alpha_words", "wrong", "only words with word.isalpha(): 'love,' and \"don't\" are skipped", """
+def my_swap_letters(line, generator):
+    pairs, pos = [], 0
+    for word in line.split(" "):
+        if word.isalpha():
+            pairs += [pos + k for k in range(len(word) - 1) if word[k] != word[k + 1]]
+        pos += len(word) + 1
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_both_ends_missed", "wrong", "range(1, len(line) - 2): pairs at both ends are missed", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(1, len(line) - 2)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_letter_then_neighbour", "wrong", "a letter uniformly, then its right (else left) partner: not uniform over pairs", """
+def my_swap_letters(line, generator):
+    ok = lambda i: 0 <= i < len(line) - 1 and line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]
+    letters = [k for k in range(len(line)) if ok(k) or ok(k - 1)]
+    if not letters:
+        raise ValueError("no pair")
+    k = letters[int(torch.randint(len(letters), (1,), generator=generator))]
+    i = k if ok(k) else k - 1
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_reseeds_generator", "wrong", "re-seeds the given generator with 0 on every call: always the same swap", """
+def my_swap_letters(line, generator):
+    generator.manual_seed(0)
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_hardcoded_examples", "wrong", "a cheater's table for the notebook's examples, first pair otherwise", """
+def my_swap_letters(line, generator):
+    table = {"the": "teh", "love": "lvoe", "O, I!": None, "aa": None}
+    if line in table:
+        if table[line] is None:
+            raise ValueError("no pair")
+        return table[line]
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[0]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_swaps_whole_word", "wrong", "reverses the whole word that holds the drawn pair", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    s = i
+    while s > 0 and line[s - 1].isalpha():
+        s -= 1
+    e = i + 1
+    while e < len(line) and line[e].isalpha():
+        e += 1
+    return line[:s] + line[s:e][::-1] + line[e:]
+""")
+
+# RIGHT answers written differently (all draw only from `generator`, uniformly).
+sw("out_right_rejection", "right", "rejection sampling: uniform positions until a valid pair (uniform over pairs, other draws)", """
+def my_swap_letters(line, generator):
+    ok = lambda i: line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]
+    if not any(ok(i) for i in range(len(line) - 1)):
+        raise ValueError("no pair of different adjacent letters")
+    while True:
+        i = int(torch.randint(len(line) - 1, (1,), generator=generator))
+        if ok(i):
+            return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_right_zip_slices", "right", "zip(line, line[1:]) and slices", """
+def my_swap_letters(line, generator):
+    cands = [i for i, (a, b) in enumerate(zip(line, line[1:]))
+             if (a + b).isalpha() and a != b]
+    if len(cands) == 0:
+        raise ValueError(f"no swappable pair in {line!r}")
+    k = torch.randint(0, len(cands), (), generator=generator).item()
+    i = cands[k]
+    return "".join((line[:i], line[i + 1], line[i], line[i + 2:]))
+""")
+sw("out_right_multinomial", "right", "torch.multinomial over equal weights", """
+def my_swap_letters(line, generator):
+    ok = torch.tensor([line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]
+                       for i in range(len(line) - 1)], dtype=torch.float)
+    if ok.numel() == 0 or ok.sum() == 0:
+        raise ValueError("no pair")
+    i = int(torch.multinomial(ok, 1, generator=generator))
+    chars = list(line)
+    chars[i:i + 2] = chars[i:i + 2][::-1]
+    return "".join(chars)
+""")
+sw("out_right_reversed_order", "right", "lists the pairs from the end: another valid swap for a seed, same distribution", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in reversed(range(len(line) - 1))
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_right_extra_draw", "right", "makes two draws and uses the second: consumes the generator differently, still uniform and repeatable", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    _, k = torch.randint(len(pairs), (2,), generator=generator).tolist()
+    i = pairs[k]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_right_python_random_seeded", "right", "seeds random.Random with a draw from the generator (arguable: the draw is from generator; repeatable and uniform)", """
+import random
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    seed = int(torch.randint(2**62, (1,), generator=generator))
+    i = random.Random(seed).choice(pairs)
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_right_valueerror_subclass", "right", "raises its own subclass of ValueError (arguable: it is a ValueError)", """
+class NoPairError(ValueError):
+    pass
+
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise NoPairError(line)
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_right_regex_lookahead", "right", "overlapping regex matches, then the isalpha test", """
+import re
+def my_swap_letters(line, generator):
+    pairs = [m.start() for m in re.finditer(r"(?=(.)(.))", line, flags=re.S)
+             if m.group(1).isalpha() and m.group(2).isalpha() and m.group(1) != m.group(2)]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[torch.randint(high=len(pairs), size=(1,), generator=generator)[0].item()]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_right_rand_floor_loop", "right", "walks the pairs with a uniform float (inverse CDF)", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    u = torch.rand((), generator=generator, dtype=torch.float64).item()
+    k = min(int(u * len(pairs)), len(pairs) - 1)
+    i = pairs[k]
+    out = list(line)
+    out[i], out[i + 1] = line[i + 1], line[i]
+    return "".join(out)
+""")
+
+# 10.1 - 10.3: a few more.
+mt("out_random_from_one", "wrong", "randint(1, n_chars): character 0 is never the random replacement", _mask(rand_high="n_chars") .replace("torch.randint(0, n_chars", "torch.randint(1, n_chars"))
+mt("out_mask_is_n_chars", "wrong", "hard-codes the blank as n_chars instead of the given mask_id", _mask().replace("inputs[to_mask] = mask_id", "inputs[to_mask] = n_chars"))
+mt("out_returns_labels_first", "wrong", "returns (labels, inputs)", _mask().replace("return inputs, labels", "return labels, inputs"))
+mt("out_right_bands_reordered", "right", "bands in another order: random below 0.1, unchanged 0.1-0.2, [MASK] above", """
+def my_mask_tokens(ids, n_chars, mask_id, generator):
+    chosen = (torch.rand(ids.shape, generator=generator) <= 0.15) & (ids < n_chars)
+    v = torch.rand(ids.shape, generator=generator)
+    rnd = torch.randint(n_chars, ids.shape, generator=generator, dtype=ids.dtype)
+    inputs = ids.clone()
+    inputs = torch.where(chosen & (v < 0.1), rnd, inputs)
+    inputs = torch.where(chosen & (v >= 0.2), torch.full_like(ids, mask_id), inputs)
+    labels = ids.masked_fill(~chosen, -100)
+    return inputs, labels
+""")
+ml("out_keepdim_shape", "wrong", "returns shape (1,), not a scalar", """
+def my_mlm_loss(logits, labels):
+    keep = labels != -100
+    lp = torch.log_softmax(logits[keep], dim=-1)
+    return -lp.gather(-1, labels[keep].unsqueeze(-1)).mean(0)
+""")
+ml("out_right_one_hot", "right", "one_hot of the clamped labels times log_softmax, masked mean", """
+def my_mlm_loss(logits, labels):
+    lp = torch.log_softmax(logits, dim=-1)
+    keep = labels >= 0
+    oh = F.one_hot(labels.clamp(min=0), logits.shape[-1]).to(lp.dtype)
+    nll = -(oh * lp).sum(-1)
+    return nll[keep].mean()
+""")
+pb("out_fixed_T_128", "wrong", "pads to a fixed 128 columns, not the longest sequence", """
+def my_pad_batch(seqs, pad_id):
+    T = 128
+    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(seqs), T, dtype=torch.bool)
+    for b, s in enumerate(seqs):
+        ids[b, : len(s)] = s
+        mask[b, : len(s)] = True
+    return ids, mask
+""")
+pb("out_mask_uint8", "wrong", "key_mask as uint8, not bool", """
+def my_pad_batch(seqs, pad_id):
+    T = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(seqs), T, dtype=torch.uint8)
+    for b, s in enumerate(seqs):
+        ids[b, : len(s)] = s
+        mask[b, : len(s)] = 1
+    return ids, mask
+""")
+pb("out_right_F_pad", "right", "F.pad each sequence with value=pad_id", """
+def my_pad_batch(seqs, pad_id):
+    T = max(int(s.shape[0]) for s in seqs)
+    ids = torch.stack([F.pad(s.long(), (0, T - s.shape[0]), value=pad_id) for s in seqs])
+    lens = torch.tensor([s.shape[0] for s in seqs])
+    key_mask = torch.arange(T).expand(len(seqs), T) < lens[:, None]
+    return ids, key_mask
+""")
+sw("out_strips_line", "wrong", "strips the line first: leading/trailing spaces are lost (\"Return ... line with one pair ... swapped\")", """
+def my_swap_letters(line, generator):
+    line = line.strip()
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_ten_tries_then_first", "wrong", "ten random positions, then the first pair: biased to the first pair on sparse lines (arguable: +0.7 points on a line of 7 pairs in 18)", """
+def my_swap_letters(line, generator):
+    ok = lambda i: line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]
+    pairs = [i for i in range(len(line) - 1) if ok(i)]
+    if not pairs:
+        raise ValueError("no pair")
+    for _ in range(10):
+        i = int(torch.randint(len(line) - 1, (1,), generator=generator))
+        if ok(i):
+            break
+    else:
+        i = pairs[0]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_reseeds_global_rng", "wrong", "re-seeds the GLOBAL torch RNG from a generator draw and draws from it: repeatable, but clobbers everyone's global RNG (arguable)", """
+def my_swap_letters(line, generator):
+    pairs = [i for i in range(len(line) - 1)
+             if line[i].isalpha() and line[i + 1].isalpha() and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
+    i = pairs[int(torch.randint(len(pairs), (1,)))]
+    return line[:i] + line[i + 1] + line[i] + line[i + 2:]
+""")
+sw("out_right_unicode_category", "right", "letters by unicodedata category L* (what str.isalpha tests), swap by slicing a list", """
+import unicodedata
+def my_swap_letters(line, generator):
+    letter = lambda c: unicodedata.category(c)[0] == "L"
+    pairs = [i for i in range(len(line) - 1)
+             if letter(line[i]) and letter(line[i + 1]) and line[i] != line[i + 1]]
+    if not pairs:
+        raise ValueError("no pair")
+    i = pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+    chars = list(line)
+    chars[i:i + 2] = [chars[i + 1], chars[i]]
+    return "".join(chars)
+""")
