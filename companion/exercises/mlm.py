@@ -283,7 +283,10 @@ def mlm_loss(my_mlm_loss) -> None:
         if close(got, -picked * chosen) or close(got, -picked[chosen]):
             hint("you returned one loss per position; return their mean over the scored positions, one number.")
         hint(f"return one number (a scalar tensor), not a tensor of shape {tuple(got.shape)}.")
-    value = got.reshape(()) if got.numel() == 1 else got
+    if got.dim() != 0:
+        hint(f"return a scalar tensor (shape ()), as F.cross_entropy does; yours has shape {tuple(got.shape)}: "
+             "drop keepdim=True, or index the single value with [0] / .squeeze().")
+    value = got
     if close(value, expected):
         big = torch.zeros(1, 2, 3, dtype=torch.float64)
         big[0, 0] = torch.tensor([1000.0, 0.0, -1000.0])
@@ -447,7 +450,12 @@ def _swapped(line: str, i: int) -> str:
 #: Lines with at least one pair to swap: first and last pairs, capitals, apostrophes, doubled
 #: letters (``"ee"`` is no pair), a single pair, and letters with accents (``str.isalpha``).
 _SWAP_LINES = ["Good night, sweet prince;", "aab", "It's", "O, woe!", "Be  it.", "tell me, Iago", "ab",
-               "Xx", "café au lait", "I'll ha't, ay"]
+               "Xx", "café au lait", "I'll ha't, ay", "é, fé", "  to be  ", "Ñu!"]
+#: A line whose two pairs sit far apart among non-letters (an answer that tries positions at random
+#: and falls back to the first pair is biased here), and one with 200 pairs (a draw of 0..255
+#: taken modulo 200 is biased there).
+_SPARSE_LINE = "ab" + " ." * 30 + " cd"
+_DENSE_LINE = "ab" * 100 + "a"
 #: Lines with no pair to swap: the function must raise ValueError.
 _NO_PAIR = ["", "a", "aa", "O, I!", "a b-c", "1234", "A, a; B"]
 #: The line of the statistical test: 8 pairs to swap, at the start, the end, after a space.
@@ -495,16 +503,26 @@ def _one_swap(my_swap_letters, line: str, seed: int) -> str:
 def swap_letters(my_swap_letters) -> None:
     """``my_swap_letters(line, generator)`` -> ``line`` with one pair of adjacent, different letters
     swapped, the pair chosen uniformly by draws from ``generator``; ValueError if there is none."""
+    unreached: list[str] = []
     for k, line in enumerate(_SWAP_LINES):  # each answer: one of the swaps listed by brute force
-        for seed in range(3):  # (an exception here is the student's, reported as such with its line)
-            out = _one_swap(my_swap_letters, line, 40 + 3 * k + seed)
-            if out in {_swapped(line, i) for i in _pairs(line)}:
+        possible = {_swapped(line, i) for i in _pairs(line)}
+        # a line of at most 3 pairs gets 60 draws: every pair is reached, but with probability < 1e-10
+        seen = set()
+        for seed in range(60 if len(possible) <= 3 else 3):
+            out = _one_swap(my_swap_letters, line, 40 + 3 * k + seed)  # (its exceptions: the student's)
+            if out in possible:
+                seen.add(out)
                 continue
             mistake = _describe_swap(line, out)
             if mistake:
                 hint(f"for {line!r} you returned {out!r}: {mistake}")
             hint(f"for {line!r} you returned {out!r}; the possible answers are "
                  f"{sorted(_swapped(line, i) for i in _pairs(line))}.", generic=True)
+        if len(possible) <= 3 and seen != possible and not unreached:  # said last: more specific hints first
+            missing = sorted(line[i:i + 2] for i in _pairs(line) if _swapped(line, i) not in seen)
+            unreached.append(f"in 60 draws on {line!r} the pair(s) {missing} were never swapped: every pair of adjacent, "
+                 "different letters must be possible (str.isalpha() is true for accented letters such as 'é'; "
+                 "keep the line as it is, spaces at its ends included).")
     for line in _NO_PAIR:
         out, exc = attempt(my_swap_letters, line, torch.Generator().manual_seed(7))
         if exc is None:
@@ -544,13 +562,39 @@ def swap_letters(my_swap_letters) -> None:
         shares = ", ".join(f"{line[i:i + 2]!r} {c / _DRAWS:.0%}" for i, c in counts.items())
         hint(f"the pairs are not equally likely ({shares}; each should be {p:.1%}): list every pair of "
              "adjacent, different letters first, then draw one of them uniformly.")
+    for line, n_draws, parts in ((_SPARSE_LINE, 1000, 2), (_DENSE_LINE, 2000, 4)):
+        pairs = _pairs(line)
+        index = {_swapped(line, i): j for j, i in enumerate(pairs)}
+        g = torch.Generator().manual_seed(105)
+        shares = [0] * parts
+        for _ in range(n_draws):
+            out = my_swap_letters(line, g)
+            if out not in index:
+                hint(f"for {line!r} you returned {out!r}: {_describe_swap(line, out) or 'not one swap of letters'}",
+                     generic=True)
+            shares[index[out] * parts // len(pairs)] += 1
+        margin = _margin(n_draws, 1 / parts, DELTA / parts)
+        if max(abs(c / n_draws - 1 / parts) for c in shares) > margin:
+            got = ", ".join(f"{c / n_draws:.0%}" for c in shares)
+            hint(f"on a line with {len(pairs)} pairs the draws are not uniform: the {parts} groups of pairs, "
+                 f"first to last, got {got} of {n_draws} draws, {1 / parts:.0%} each expected. List every "
+                 "pair first, then draw ONE index uniformly, torch.randint(len(pairs), (1,), generator=...): "
+                 "no retries with a fallback, no modulo of a draw from another range.")
     long_line = "Now is the winter of our discontent made glorious summer"
+    state = torch.get_rng_state()
     first = [_one_swap(my_swap_letters, long_line, seed) for seed in range(12)]
     again = [_one_swap(my_swap_letters, long_line, seed) for seed in range(12)]
+    changed_global = not torch.equal(state, torch.get_rng_state())
+    torch.set_rng_state(state)
     if first != again:
         hint("the same seed gave another swap: make every draw with the `generator` you are given "
              "(torch.randint(n, (1,), generator=generator)), not with Python's random or torch's global one.")
     if len(set(first)) == 1:
         hint("twelve different seeds gave the same swap: draw from the `generator` you are given as it is; do "
              "not create your own or re-seed it inside your function.")
+    if changed_global:
+        hint("your function changed torch's global random state (torch.manual_seed, or a draw without "
+             "generator=): a caller's other random numbers would change. Draw only from the `generator` given.")
+    if unreached:
+        hint(unreached[0])
     passed("one pair of adjacent, different letters, drawn uniformly.")
