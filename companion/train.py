@@ -864,3 +864,77 @@ def _finish(args, argv, trainer, corpus, say, main_process) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# --- chapter 7's exercises 7.3 to 7.7, as the companion writes them -------------------------------------
+# A plain loop built from four small functions, counted in steps (the Trainer above counts its schedule
+# in the fraction of the run done). The student version of chapter 7 falls back on these until the
+# student's own pass their checks.
+def step_learning_rate(step: int, max_steps: int, warmup: int, peak_lr: float, min_lr: float) -> float:
+    """The learning rate of step ``step`` (0, 1, ..., counted from 0): ``peak_lr * (step + 1) /
+    warmup`` for the first ``warmup`` steps (so step 0 already learns), then half a cosine from
+    ``peak_lr`` at step ``warmup`` down to ``min_lr`` at step ``max_steps``, and ``min_lr`` after it.
+    """
+    if step < warmup:
+        return peak_lr * (step + 1) / warmup
+    if step >= max_steps:
+        return min_lr
+    t = (step - warmup) / max(max_steps - warmup, 1)  # 0 at the end of warm-up, 1 at max_steps
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * t)) * (peak_lr - min_lr)
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW's two groups: weight decay on every parameter with two dimensions or more (the weight
+    matrices and the embedding tables, so the tied head too), none on biases and norm gains. Each
+    parameter once (a tied matrix is one parameter)."""
+    params = list(model.parameters())  # parameters() lists a tied matrix once
+    return [{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+
+
+@torch.no_grad()
+def held_out_loss(model: nn.Module, batches) -> float:
+    """The mean loss per token over ``batches``, a list of ``(x, y)`` pairs of any sizes (every
+    token counts once, whatever its batch), in evaluation mode, without gradients; the model is
+    left in the mode it was in."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for x, y in batches:
+        logits, _ = model(x)  # (B, T, V)
+        total += torch.nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum").item()
+        count += y.numel()
+    model.train(was_training)
+    return total / count
+
+
+def plain_train_step(model: nn.Module, optimizer, x: torch.Tensor, y: torch.Tensor, max_norm: float) -> float:
+    """Chapter 7's training step: zero_grad, forward, loss, backward, clip, step; the loss as a float."""
+    optimizer.zero_grad()
+    logits, _ = model(x)  # (B, T, V)
+    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+
+
+def short_run(model: nn.Module, next_batch, val_batches, cfg: TrainConfig) -> tuple[list[float], list[tuple]]:
+    """``cfg.max_steps`` steps of chapter 7's plain loop: AdamW on :func:`param_groups`, the learning
+    rate of :func:`step_learning_rate` set before each step (``cfg.warmup`` in steps), a batch from
+    ``next_batch()``, :func:`plain_train_step`, and :func:`held_out_loss` on ``val_batches`` after
+    every ``cfg.eval_interval`` steps. Returns ``(losses, evals)``: the loss of every step, and
+    ``(steps done, held-out loss)`` at each evaluation."""
+    optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.learning_rate,
+                                  betas=(cfg.beta1, cfg.beta2))
+    model.train()
+    losses, evals = [], []
+    for step in range(cfg.max_steps):
+        lr = step_learning_rate(step, cfg.max_steps, int(cfg.warmup), cfg.learning_rate, cfg.min_lr)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        x, y = next_batch()
+        losses.append(plain_train_step(model, optimizer, x, y, cfg.grad_clip))
+        if cfg.eval_interval and (step + 1) % cfg.eval_interval == 0:
+            evals.append((step + 1, held_out_loss(model, val_batches)))
+    return losses, evals

@@ -5,7 +5,6 @@ import re
 from pathlib import Path
 
 import nbformat
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -50,58 +49,7 @@ CROSS_ENTROPY = [
 ]
 
 
-# --- 7.2 ---------------------------------------------------------------------------------------------
-def my_shift(window):
-    return window[:, :-1], window[:, 1:]
-
-
-def _flattened(window):
-    flat = window.flatten()
-    B, T1 = window.shape
-    return flat[: B * (T1 - 1)].view(B, T1 - 1), flat[1: B * (T1 - 1) + 1].view(B, T1 - 1)
-
-
-SHIFT = [
-    Mutant("swapped", lambda w: (w[:, 1:], w[:, :-1]), "swapped"),
-    Mutant("no shift", lambda w: (w[:, :-1], w[:, :-1]), "the same"),
-    Mutant("whole window twice", lambda w: (w, w), "ONE shorter"),
-    Mutant("along the batch", lambda w: (w[:-1], w[1:]), "batch dimension"),
-    Mutant("flattened", _flattened, "flattened batch"),
-    Mutant("torch.roll", lambda w: (w[:, :-1], w[:, :-1].roll(-1, 1)), "torch.roll wraps around"),
-    Mutant("float ids", lambda w: (w[:, :-1].float(), w[:, 1:].float()), "integers"),
-    Mutant("returns x only", lambda w: w[:, :-1], "pair"),
-    Mutant("returns None", lambda w: None, "pair"),
-    Mutant("returns a dict", lambda w: {"x": w[:, :-1], "y": w[:, 1:]}, "pair"),
-    Mutant("numpy arrays", lambda w: (w[:, :-1].numpy(), w[:, 1:].numpy()), "must be tensors"),
-    Mutant("shift by two", lambda w: (w[:, :-2], w[:, 2:])),
-    Mutant("targets shifted the wrong way", lambda w: (w[:, 1:], w[:, 1:]), "the same"),
-    Mutant("targets reversed in time", lambda w: (w[:, :-1], w[:, 1:].flip(1))),
-]
-
-
-# --- 7.3 ---------------------------------------------------------------------------------------------
-def my_bits(nats):
-    return nats / math.log(2)
-
-
-BITS = [
-    Mutant("times ln 2", lambda n: n * math.log(2), "multiplied by ln 2"),
-    Mutant("log2 of the loss", lambda n: math.log2(n), "not a change of unit"),
-    Mutant("perplexity", lambda n: math.exp(n), "perplexity"),
-    Mutant("2 ** bits", lambda n: 2 ** (n / math.log(2)), "perplexity"),
-    Mutant("ln 10", lambda n: n / math.log(10), "bans"),
-    Mutant("log2(2)", lambda n: n / math.log2(2), "unchanged"),
-    Mutant("divided by 2", lambda n: n / 2, "not by 2"),
-    Mutant("truncated", lambda n: int(n / math.log(2)), "rounded or truncated"),
-    Mutant("rounded", lambda n: round(n / math.log(2), 2), "rounded or truncated"),
-    Mutant("returns a string", lambda n: f"{n / math.log(2):.3f} bits", "should return a number"),
-    Mutant("returns None", lambda n: None, "should return one number"),
-    Mutant("plus one", lambda n: n / math.log(2) + 1),
-    Mutant("numpy array", lambda n: np.array([n, n]) / math.log(2), "one number"),
-]
-
-
-# --- 7.5 (the training step; it comes after the model, 7.4, in the chapter) -----------------------------
+# --- 7.5 (the training step, between the parameter groups and the evaluation) ------------------------
 def my_train_step(model, optimizer, x, y, max_norm):
     optimizer.zero_grad()  # clear what the previous step left in .grad
     logits, _ = model(x)  # (B, T, V)
@@ -172,7 +120,7 @@ TRAIN_STEP = [
 ]
 
 
-# --- 7.4 (the GPT's forward pass, where the chapter introduces the model) ---------------------------
+# --- 7.2 (the GPT's forward pass, where the chapter introduces the model) ---------------------------
 def my_gpt_forward(model, idx):
     B, T = idx.shape
     # (B, T, d_model) + (T, d_model) -> (B, T, d_model)
@@ -229,12 +177,293 @@ def _blocks_positional(model, idx):
     return model.head(model.final_norm(x))
 
 
+# --- 7.3 (the learning-rate schedule) ------------------------------------------------------------------
+def my_lr(step, max_steps, warmup, peak_lr, min_lr):
+    if step < warmup:  # linear warm-up: step 0 already learns
+        return peak_lr * (step + 1) / warmup
+    if step >= max_steps:  # after the schedule: stay at the floor
+        return min_lr
+    t = (step - warmup) / (max_steps - warmup)  # 0 -> 1 over the decay
+    return min_lr + 0.5 * (1 + math.cos(math.pi * t)) * (peak_lr - min_lr)
+
+
+def _lr(ramp="right", after="floor", floor=True, clock="warmup", shape="cosine", inclusive=False):
+    """The reference schedule with one mistake, chosen by the arguments."""
+    def lr(step, S, W, peak, low):
+        low_ = low if floor else 0.0
+        if step < W or (inclusive and step <= W):
+            if step >= W:  # the inclusive mistake: step warmup still on the ramp
+                return peak * (step + 1) / W
+            return {"right": peak * (step + 1) / W, "zero": peak * step / W, "w+1": peak * (step + 1) / (W + 1),
+                    "floor": low + (peak - low) * (step + 1) / W}[ramp]
+        if step >= S and after != "cosine":
+            return {"floor": low, "zero": 0.0, "peak": peak}[after]
+        t = {"warmup": (step - W) / (S - W), "start": step / S, "plus one": (step - W + 1) / (S - W)}[clock]
+        if shape == "linear":
+            return peak - (peak - low_) * t
+        turns = 2 if shape == "full" else 1
+        return low_ + 0.5 * (1 + math.cos(turns * math.pi * t)) * (peak - low_)
+    return lr
+
+
+def _no_warmup(step, S, W, peak, low):
+    return low + 0.5 * (1 + math.cos(math.pi * min(step, S) / S)) * (peak - low)
+
+
+LR_SCHEDULE = [
+    Mutant("ramp from zero", _lr(ramp="zero"), "first step changes nothing"),
+    Mutant("ramp over warmup + 1", _lr(ramp="w+1"), "you divide by warmup + 1"),
+    Mutant("ramp from the floor", _lr(ramp="floor"), "not from min_lr"),
+    Mutant("warm-up includes step warmup", _lr(inclusive=True), "(step < warmup)"),
+    Mutant("no warm-up", _no_warmup, "warm-up is missing"),
+    Mutant("decays to zero", _lr(floor=False), "decays to 0"),
+    Mutant("cosine clock from step 0", _lr(clock="start"), "clock starts at the end of warm-up"),
+    Mutant("cosine one step ahead", _lr(clock="plus one"), "starts at t = 0"),
+    Mutant("linear decay", _lr(shape="linear"), "not a straight line"),
+    Mutant("a whole cosine", _lr(shape="full"), "not cos(2 pi t)"),
+    Mutant("cosine after max_steps", _lr(after="cosine"), "climbs back up"),
+    Mutant("zero after max_steps", _lr(after="zero"), "not 0"),
+    Mutant("peak after max_steps", _lr(after="peak"), "not at peak_lr"),
+    Mutant("cosine in degrees", lambda s, S, W, p, f: my_lr(s, S, W, p, f) if s < W or s >= S else
+           f + 0.5 * (1 + math.cos(180 * (s - W) / (S - W))) * (p - f)),
+    Mutant("a tensor with two numbers", lambda s, S, W, p, f: torch.tensor([my_lr(s, S, W, p, f)] * 2), "one number"),
+    Mutant("returns None", lambda s, S, W, p, f: None, "one number"),
+    Mutant("the companion's schedule", lambda s, S, W, p, f: _companion_lr(s, S, W, p, f), "companion.train"),
+]
+
+
+def _companion_lr(step, max_steps, warmup, peak_lr, min_lr):
+    from companion.train import step_learning_rate
+    return step_learning_rate(step, max_steps, warmup, peak_lr, min_lr)
+
+
+# --- 7.4 (AdamW's parameter groups) --------------------------------------------------------------------
+def my_param_groups(model, weight_decay):
+    params = list(model.parameters())  # the tied matrix once
+    # weight matrices and embedding tables (2-D): decayed
+    decay = [p for p in params if p.ndim >= 2]
+    # biases and LayerNorm gains (1-D): not decayed
+    no_decay = [p for p in params if p.ndim < 2]
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _groups(rule, wd=lambda w: w, params=lambda m: list(m.parameters()), key="weight_decay"):
+    def groups(model, weight_decay):
+        named = dict((id(p), n) for n, p in model.named_parameters())
+        ps = params(model)
+        yes = [p for p in ps if rule(named.get(id(p), ""), p)]
+        no = [p for p in ps if not rule(named.get(id(p), ""), p)]
+        return [{"params": yes, key: wd(weight_decay)}, {"params": no, key: 0.0}]
+    return groups
+
+
+def _every_module_weight(model):
+    return [p for m in model.modules() for p in m.parameters(recurse=False)]  # the tied matrix twice
+
+
+PARAM_GROUPS = [
+    Mutant("everything decayed", lambda m, w: [{"params": list(m.parameters()), "weight_decay": w}],
+           "every parameter is decayed"),
+    Mutant("nothing decayed", _groups(lambda n, p: p.ndim >= 2, wd=lambda w: 0.0), "nothing is decayed"),
+    Mutant("ndim > 2", _groups(lambda n, p: p.ndim > 2), "nothing is decayed"),
+    Mutant("groups swapped", _groups(lambda n, p: p.ndim < 2), "swapped"),
+    Mutant("by the name 'bias'", _groups(lambda n, p: not n.endswith("bias")), "LayerNorm gains are decayed"),
+    Mutant("by the name 'norm'", _groups(lambda n, p: "norm" not in n), "biases are decayed"),
+    Mutant("embeddings spared", _groups(lambda n, p: p.ndim >= 2 and "emb" not in n and "wte" not in n
+                                        and "wpe" not in n), "embedding tables are not decayed"),
+    Mutant("tied matrix twice", _groups(lambda n, p: p.ndim >= 2, params=_every_module_weight), "listed twice"),
+    Mutant("fixed decay 0.1", _groups(lambda n, p: p.ndim >= 2, wd=lambda w: 0.1), "the weight_decay you are given"),
+    Mutant("no weight_decay key", lambda m, w: [{"params": [p for p in m.parameters() if p.ndim >= 2]},
+                                                {"params": [p for p in m.parameters() if p.ndim < 2]}],
+           "has no 'weight_decay'"),
+    Mutant("one group only (matrices)", lambda m, w: [{"params": [p for p in m.parameters() if p.ndim >= 2],
+                                                       "weight_decay": w}], "in no group"),
+    Mutant("a list of parameters", lambda m, w: list(m.parameters()), "list of parameters"),
+    Mutant("a single dict", lambda m, w: {"params": list(m.parameters()), "weight_decay": w}, "not one dict"),
+    Mutant("sets of parameters", lambda m, w: [{"params": {p for p in m.parameters() if p.ndim >= 2},
+                                                "weight_decay": w},
+                                               {"params": {p for p in m.parameters() if p.ndim < 2},
+                                                "weight_decay": 0.0}], "a set has no fixed order"),
+    Mutant("names instead of tensors", lambda m, w: [{"params": [n for n, p in m.named_parameters() if p.ndim >= 2],
+                                                      "weight_decay": w},
+                                                     {"params": [n for n, p in m.named_parameters() if p.ndim < 2],
+                                                      "weight_decay": 0.0}], "holds parameters (tensors)"),
+    Mutant("make_optimizer's groups", lambda m, w: _companion_groups(m, w), "companion"),
+]
+
+
+def _companion_groups(model, weight_decay):
+    from companion.train import TrainConfig, make_optimizer
+    return make_optimizer(model, TrainConfig(weight_decay=weight_decay)).param_groups
+
+
+# --- 7.6 (the held-out evaluation) ----------------------------------------------------------------------
+def my_evaluate(model, batches):
+    was_training = model.training
+    model.eval()  # no dropout
+    total, count = 0.0, 0
+    with torch.no_grad():  # no graph: nothing will call backward()
+        for x, y in batches:
+            logits, _ = model(x)  # (B, T, V)
+            B, T, V = logits.shape
+            loss = F.cross_entropy(logits.reshape(B * T, V),
+                                   y.reshape(B * T), reduction="sum")
+            total += loss.item()  # the summed loss of the B*T tokens
+            count += B * T
+    model.train(was_training)  # back to the mode it was in
+    return total / count  # every token weighs the same
+
+
+def _evaluate(mode="eval", grad=False, restore="was", weigh="tokens", returns="item", only=None):
+    """The reference evaluation with one mistake, chosen by the arguments."""
+    def evaluate(model, batches):
+        was = model.training
+        if mode == "eval":
+            model.eval()
+        sums, means, sizes = [], [], []
+        with torch.set_grad_enabled(grad):
+            for x, y in (batches if only is None else [batches[only]]):
+                logits, _ = model(x)
+                loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum")
+                sums.append(loss), means.append(loss / y.numel()), sizes.append(y.shape)
+        if restore == "was":
+            model.train(was)
+        elif restore == "train":
+            model.train()
+        n_tokens = sum(s[0] * s[1] for s in sizes)
+        value = {"tokens": lambda: sum(sums) / n_tokens,
+                 "batches": lambda: sum(means) / len(means),
+                 "windows": lambda: sum(m * s[0] for m, s in zip(means, sizes)) / sum(s[0] for s in sizes),
+                 "sum": lambda: sum(sums),
+                 "per batch": lambda: sum(sums) / len(sums),
+                 "bits": lambda: sum(sums) / n_tokens / math.log(2),
+                 "perplexity": lambda: torch.exp(sum(sums) / n_tokens)}[weigh]()
+        return value if returns == "tensor" else value.item()
+    return evaluate
+
+
+EVALUATE = [
+    Mutant("mean of the batch means", _evaluate(weigh="batches"), "averaged the batches' mean losses"),
+    Mutant("batches weighted by windows", _evaluate(weigh="windows"), "number of windows"),
+    Mutant("summed, not averaged", _evaluate(weigh="sum"), "divide it by the number of tokens"),
+    Mutant("divided by the batches", _evaluate(weigh="per batch"), "not of batches"),
+    Mutant("no model.eval()", _evaluate(mode="train"), "call model.eval()"),
+    Mutant("gradients on", _evaluate(grad=True), "torch.no_grad()"),
+    Mutant("mode not restored", _evaluate(restore=None), "model.train(was_training)"),
+    Mutant("always back to training", _evaluate(restore="train"), "model.train(was_training)"),
+    Mutant("a tensor", _evaluate(returns="tensor"), "Python float"),
+    Mutant("the last batch only", _evaluate(only=-1), "last batch's loss only"),
+    Mutant("the first batch only", _evaluate(only=0), "first batch's loss only"),
+    Mutant("in bits", _evaluate(weigh="bits"), "in bits"),
+    Mutant("perplexity", _evaluate(weigh="perplexity", returns="tensor"), "perplexity"),
+    Mutant("never calls the model", lambda m, b: 0.0, "never called the model"),
+    Mutant("loss of model(x, y) averaged per batch",
+           lambda m, b: _evaluate(weigh="batches")(m, b), "averaged the batches' mean losses"),
+    Mutant("held_out_loss", lambda m, b: _companion_eval(m, b), "companion"),
+]
+
+
+def _companion_eval(model, batches):
+    from companion.train import held_out_loss
+    return held_out_loss(model, batches)
+
+
+# --- 7.7 (the loop, from the student's pieces) ----------------------------------------------------------
+def my_train(model, next_batch, val_batches, cfg):
+    groups = my_param_groups(model, cfg.weight_decay)
+    optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate,
+                                  betas=(cfg.beta1, cfg.beta2))
+    losses, evals = [], []
+    for step in range(cfg.max_steps):
+        lr = my_lr(step, cfg.max_steps, cfg.warmup, cfg.learning_rate,
+                   cfg.min_lr)
+        for group in optimizer.param_groups:
+            group["lr"] = lr  # this step's rate, in both groups
+        x, y = next_batch()
+        losses.append(my_train_step(model, optimizer, x, y, cfg.grad_clip))
+        if (step + 1) % cfg.eval_interval == 0:
+            evals.append((step + 1, my_evaluate(model, val_batches)))
+    return losses, evals
+
+
+def _loop(lr_when="before", lr_shift=0, optimizer="adamw", groups=True, betas="cfg", once=True, batch="each",
+          eval_when="after", eval_step="done", steps=0, clip="cfg", train_mode=True, evaluate=None,
+          returns="pair"):
+    """The reference loop with one mistake, chosen by the arguments."""
+    def train(model, next_batch, val_batches, cfg):
+        def make():
+            params = my_param_groups(model, cfg.weight_decay) if groups else model.parameters()
+            kind = torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam
+            b = (cfg.beta1, cfg.beta2) if betas == "cfg" else (0.9, 0.999)
+            extra = {} if groups else {"weight_decay": cfg.weight_decay}
+            return kind(params, lr=cfg.learning_rate, betas=b, **extra)
+
+        opt = make()
+        losses, evals = [], []
+        first = next_batch() if batch == "once" else None
+        for step in range(cfg.max_steps + steps):
+            if not once:
+                opt = make()
+            lr = my_lr(step + lr_shift, cfg.max_steps, cfg.warmup, cfg.learning_rate, cfg.min_lr)
+            if lr_when == "before":
+                for g in opt.param_groups:
+                    g["lr"] = lr
+            x, y = first if first is not None else next_batch()
+            losses.append(my_train_step(model, opt, x, y, cfg.grad_clip if clip == "cfg" else 1.0))
+            if lr_when == "after":
+                for g in opt.param_groups:
+                    g["lr"] = lr
+            due = (step + 1) % cfg.eval_interval == 0 if eval_when == "after" else step % cfg.eval_interval == 0
+            if due and eval_when != "never":
+                value = (evaluate or my_evaluate)(model, val_batches)
+                evals.append((step + 1 if eval_step == "done" else step, value))
+                if not train_mode:
+                    model.eval()
+        return (losses, evals) if returns == "pair" else losses
+    return train
+
+
+def _leaves_eval_mode(model, batches):
+    model.eval()
+    with torch.no_grad():
+        return sum(F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten(), reduction="sum").item()
+                   for x, y in batches) / sum(y.numel() for _, y in batches)
+
+
+TRAIN_LOOP = [
+    Mutant("learning rate never set", _loop(lr_when=None), "stayed at its peak"),
+    Mutant("learning rate set after the step", _loop(lr_when="after"), "previous step's learning rate"),
+    Mutant("schedule one step ahead", _loop(lr_shift=1), "one step ahead"),
+    Mutant("optimizer made at every step", _loop(once=False), "made anew at every step"),
+    Mutant("Adam, not AdamW", _loop(optimizer="adam"), "not AdamW's decoupled decay"),
+    Mutant("PyTorch's default betas", _loop(betas="default"), "default betas"),
+    Mutant("no parameter groups", _loop(groups=False), "every parameter was decayed"),
+    Mutant("the same batch every step", _loop(batch="once"), "same batch"),
+    Mutant("evaluation at steps 0, 4, 8", _loop(eval_when="before", eval_step="index"), "not at step 0, 4, 8"),
+    Mutant("evaluation steps counted from 0", _loop(eval_step="index"), "count the steps done from 1"),
+    Mutant("never evaluates", _loop(eval_when="never")),
+    Mutant("one step too many", _loop(steps=1), "exactly cfg.max_steps"),
+    Mutant("clips to 1.0", _loop(clip=1.0)),
+    Mutant("left in evaluation mode", _loop(evaluate=_leaves_eval_mode), "evaluation mode"),
+    Mutant("returns the losses only", _loop(returns="losses"), "return the pair"),
+    Mutant("the companion's loop", lambda m, nb, vb, cfg: _companion_loop(m, nb, vb, cfg), "companion"),
+]
+
+
+def _companion_loop(model, next_batch, val_batches, cfg):
+    from companion.train import short_run
+    return short_run(model, next_batch, val_batches, cfg)
+
+
 EXERCISES = [
     Exercise(check.cross_entropy, my_cross_entropy, CROSS_ENTROPY),
-    Exercise(check.shift, my_shift, SHIFT),
-    Exercise(check.bits_per_char, my_bits, BITS),
     Exercise(check.gpt_forward, my_gpt_forward, GPT_FORWARD),
+    Exercise(check.lr_schedule, my_lr, LR_SCHEDULE),
+    Exercise(check.param_groups, my_param_groups, PARAM_GROUPS),
     Exercise(check.train_step, my_train_step, TRAIN_STEP),
+    Exercise(check.evaluate, my_evaluate, EVALUATE),
+    Exercise(check.train_loop, my_train, TRAIN_LOOP),
 ]
 
 test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

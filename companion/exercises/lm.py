@@ -6,7 +6,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._core import require_graph, as_number, checker, close, describe, first_difference, hint, passed, require_tensor, source_facts
+from ._core import (as_number, checker, close, describe, first_difference, hint, passed, require_graph, require_tensor,
+                    safe_float, source_facts)
 from .rules import watch
 
 #: Exercises 7.1 and 10.2 ask for the loss by hand; the check compares with this library call
@@ -117,94 +118,7 @@ def cross_entropy(my_cross_entropy) -> None:
          "-log softmax(logits)[target].", generic=True)
 
 
-def _ids(x) -> bool:
-    return isinstance(x, torch.Tensor) and not x.is_floating_point() and not x.is_complex()
-
-
-@checker("Exercise 7.2")
-def shift(my_shift) -> None:
-    """``my_shift(window)``: window (B, T+1) of token ids -> (x, y), each (B, T), y the next token of x."""
-    window = torch.arange(24).view(2, 12) * 7 % 23  # distinct ids in an order that is not sorted
-    _check_shift(my_shift, window)
-    g = torch.Generator().manual_seed(72)
-    for B, T1 in ((1, 2), (3, 9), (5, 33)):
-        _check_shift(my_shift, torch.randint(1000, (B, T1), generator=g), random=True)
-    passed("x = window[:, :-1] and y = window[:, 1:]: every position is trained at once, on the true previous tokens.")
-
-
-def _check_shift(my_shift, window: torch.Tensor, random: bool = False) -> None:
-    B, T1 = window.shape
-    given = window.clone()
-    out = my_shift(given)
-    if not torch.equal(given, window):
-        hint("your function changed the window it was given; return new tensors (slices) and leave the "
-             "input as it was.")
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        hint(f"return a pair (x, y); you returned {describe(out)}.")
-    x, y = out
-    if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
-        hint(f"x and y must be tensors of token ids; you returned {describe(x)} and {describe(y)}.")
-    if tuple(x.shape) != (B, T1 - 1) or tuple(y.shape) != (B, T1 - 1):
-        if tuple(x.shape) == (B, T1) or tuple(y.shape) == (B, T1):
-            hint("x and y should each be ONE shorter than the window: x drops the last token, y the first.")
-        if B > 1 and (tuple(x.shape) == (B - 1, T1) or tuple(y.shape) == (B - 1, T1)):
-            hint("you cut along the batch dimension (dim 0); shift along time, dim 1: window[:, :-1] and window[:, 1:].")
-        hint(f"for a window of shape {(B, T1)} expected x and y of shape {(B, T1 - 1)}, got {tuple(x.shape)} "
-             f"and {tuple(y.shape)}.", generic=True)
-    if not (_ids(x) and _ids(y)):
-        hint("keep the token ids as integers (dtype torch.long): slicing the window keeps its dtype.")
-    if x.dtype != window.dtype or y.dtype != window.dtype:
-        hint(f"keep the window's dtype, {window.dtype} (a LongTensor, as the embedding and the loss expect); "
-             f"yours are {x.dtype} and {y.dtype}. Slicing keeps the dtype: window[:, :-1], window[:, 1:].")
-    if T1 > 2 and torch.equal(x, window[:, 1:]) and torch.equal(y, window[:, :-1]):
-        hint("x and y are swapped: the input is the window without its LAST token, the target the window "
-             "without its FIRST token (the next character at each position).")
-    if torch.equal(x, y) and not torch.equal(window[:, :-1], window[:, 1:]):
-        hint("x and y are the same: the target at position t must be the token at t+1 (shift by one).")
-    if torch.equal(x, window[:, :-1]) and torch.equal(y, window[:, 1:]):
-        return
-    if torch.equal(x.flatten(), window.flatten()[:-2]) or torch.equal(y.flatten(), window.flatten()[1:-1]) or torch.equal(
-            y.flatten(), window.flatten()[2:]):
-        hint("shift along the time dimension (dim 1) of each row, not along the flattened batch.")
-    if torch.equal(x, window[:, :-1]) and torch.equal(y, window[:, :-1].roll(-1, 1)):
-        hint("torch.roll wraps around: the last target becomes the first token. Slice instead: y = window[:, 1:].")
-    where = f" (for a random window of shape {(B, T1)})" if random else ""
-    hint(f"y[:, t] should equal x[:, t + 1] inside the window{where}: x = window without its last column, y "
-         "without its first.", generic=True)
-
-
-@checker("Exercise 7.3")
-def bits_per_char(my_bits) -> None:
-    """``my_bits(nats)``: a loss in nats per character (a float) -> the same loss in bits per character."""
-    cases = (1.0, 1.5, 2.75, 0.0137, 4.2)
-    answers = [as_number(my_bits(nats), f"my_bits({nats})") for nats in cases]
-    expected = [nats / math.log(2) for nats in cases]
-    if close(answers, expected):
-        passed("bits = nats / ln 2; 1.5 nats/char ≈ 2.164 bits/char.")
-    # A mistake is named only when it explains all three answers.
-    mistakes = [
-        (lambda n: n * math.log(2), "you multiplied by ln 2; one bit is ln 2 ≈ 0.693 nats, so DIVIDE by ln 2 "
-                                    "(bits are smaller units)."),
-        (math.log2, "log2(loss) is not a change of unit: the loss is already a logarithm; divide it by ln 2."),
-        (math.exp, "that is the perplexity (e to the loss), not bits: bits per character = nats / ln 2."),
-        (lambda n: 2 ** (n / math.log(2)), "that is the perplexity (e to the loss), not bits: bits per character "
-                                           "= nats / ln 2."),
-        (lambda n: n / math.log(10), "dividing by ln 10 gives decimal digits (bans); for bits divide by ln 2."),
-        (lambda n: n, "your result is the loss in nats, unchanged: divide by the natural log of 2, math.log(2) "
-                      "(math.log2(2) is 1, which changes nothing)."),
-        (lambda n: n / 2, "divide by ln 2 ≈ 0.693 (math.log(2)), not by 2."),
-        *[(rounding, "you rounded or truncated the result; return the exact value nats / ln 2.") for rounding in (
-            lambda n: math.floor(n / math.log(2)), lambda n: round(n / math.log(2)),
-            lambda n: round(n / math.log(2), 1), lambda n: round(n / math.log(2), 2))],
-    ]
-    for wrong, message in mistakes:
-        if close(answers, [wrong(n) for n in cases]):
-            hint(message)
-    nats, got, right = next((n, g, e) for n, g, e in zip(cases, answers, expected) if not close(g, e))
-    hint(f"my_bits({nats}) returned {got!r}, expected {right:.4f}.", generic=True)
-
-
-# ---------------------------------------------------- Exercise 7.5 (the training loop comes after the model)
+# ---------------------------------------------------- Exercise 7.5 (the training step, between the groups and the evaluation)
 def _tiny_gpt(seed: int, **overrides):
     """A small companion GPT with every parameter drawn at random (seeded; the global RNG is untouched)."""
     from companion.model import GPT, GPTConfig
@@ -351,7 +265,7 @@ def train_step(my_train_step) -> None:
            "returned loss is a float for the training log.")
 
 
-# ---------------------------------------------------- Exercise 7.4 (where the chapter introduces the GPT)
+# ---------------------------------------------------- Exercise 7.2 (where the chapter introduces the GPT)
 def _gpt_forward(model, idx, *, pos="arange", start=0, final_norm=True, causal=True, head_first=False,
                  blocks=None, scale_tokens=False, norm_first=False):
     """The GPT's forward pass from its parts, and its classic mistakes (selected by the flags)."""
@@ -397,7 +311,7 @@ def _names_forward(facts) -> bool:
         ("forward" in facts.attributes or "__call__" in facts.attributes) and not chains)
 
 
-@checker("Exercise 7.4", companion_given=True)
+@checker("Exercise 7.2", companion_given=True)
 def gpt_forward(my_gpt_forward) -> None:
     """``my_gpt_forward(model, idx)``: logits (B, T, V) from the GPT's parts, equal to ``model(idx)[0]``.
 
@@ -455,3 +369,549 @@ def gpt_forward(my_gpt_forward) -> None:
             if close(got, _gpt_forward(model, idx, **flags), rtol=1e-4, atol=1e-5):
                 hint(message)
     hint(f"the logits differ from model(idx)[0]: {first_difference(got, expected, 'logits')}.", generic=True)
+
+
+# ---------------------------------------------------- Exercises 7.3 to 7.7: the pieces of a training loop, then the loop
+def _refuse_companion(seen) -> None:
+    """A hint when the student's function called companion.train (``seen``: a rules.watch of its
+    calls), however it reached it: the exercises ask for the companion's own versions of 7.3 to 7.7."""
+    if seen.used_module("companion.train"):
+        hint("your code calls companion.train, the course's own implementation: the exercise is to write it "
+             "yourself.")
+
+
+def _reference_lrs(n: int, max_steps: int, warmup: int, peak: float, floor: float) -> list[float]:
+    """The rates of steps 0..n-1 from PyTorch's own schedulers: LinearLR (the ramp (step + 1) /
+    warmup) then CosineAnnealingLR (half a cosine over max_steps - warmup steps), chained by
+    SequentialLR; after max_steps, where the cosine would climb again, the floor."""
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=peak)
+    sched = torch.optim.lr_scheduler
+    # a one-step warm-up is the peak itself (LinearLR needs total_iters >= 1)
+    ramp = (sched.LinearLR(opt, start_factor=1 / warmup, end_factor=1.0, total_iters=warmup - 1) if warmup > 1
+             else sched.LambdaLR(opt, lambda _: 1.0))
+    schedule = sched.SequentialLR(opt, [ramp, sched.CosineAnnealingLR(opt, max_steps - warmup, floor)],
+                                  milestones=[warmup])
+    rates = []
+    for step in range(n):
+        rates.append(opt.param_groups[0]["lr"] if step < max_steps else floor)
+        opt.step()
+        schedule.step()
+    return rates
+
+
+#: (max_steps, warmup, peak_lr, min_lr): the chapter's demonstration, a short run, a one-step warm-up
+_LR_CASES = ((40, 5, 1e-3, 1e-4), (600, 30, 3e-3, 3e-4), (12, 1, 0.5, 0.05), (10, 4, 2.0, 0.0))
+
+
+def _lr_variant(step, S, W, peak, floor, mistake):
+    """The schedule with one classic mistake (for naming it)."""
+    cos = lambda t: floor + 0.5 * (1 + math.cos(math.pi * t)) * (peak - floor)
+    if mistake == "no_warmup":
+        return cos(min(step, S) / S)
+    if step < W or (mistake == "warmup_inclusive" and step <= W):
+        if mistake == "ramp_from_zero":
+            return peak * step / W
+        if mistake == "ramp_w_plus_1":
+            return peak * (step + 1) / (W + 1)
+        if mistake == "ramp_from_floor":
+            return floor + (peak - floor) * (step + 1) / W
+        return peak * (step + 1) / W
+    if step >= S and mistake not in ("after_cosine", "after_zero", "after_peak"):
+        return floor
+    if step >= S and mistake == "after_zero":
+        return 0.0
+    if step >= S and mistake == "after_peak":
+        return peak
+    t = (step - W) / (S - W)
+    if mistake == "to_zero":
+        return 0.5 * (1 + math.cos(math.pi * t)) * peak
+    if mistake == "cosine_from_0":
+        return cos(step / S)
+    if mistake == "linear":
+        return peak - (peak - floor) * t
+    if mistake == "full_cosine":
+        return floor + 0.5 * (1 + math.cos(2 * math.pi * t)) * (peak - floor)
+    if mistake == "off_by_one_decay":
+        return cos((step - W + 1) / (S - W))
+    return cos(t)
+
+
+_LR_MISTAKES = {
+    "ramp_from_zero": "step 0 gets a learning rate of 0, so the first step changes nothing: the ramp is "
+                      "peak_lr * (step + 1) / warmup, which reaches peak_lr at step warmup - 1.",
+    "ramp_w_plus_1": "the ramp is peak_lr * (step + 1) / warmup, so that it reaches peak_lr at step warmup - 1 "
+                     "(you divide by warmup + 1).",
+    "ramp_from_floor": "the warm-up climbs from 0 (peak_lr * (step + 1) / warmup), not from min_lr.",
+    "warmup_inclusive": "the warm-up is the steps 0 to warmup - 1 (step < warmup); at step warmup the cosine "
+                        "starts, at peak_lr.",
+    "no_warmup": "the warm-up is missing: for step < warmup the rate climbs linearly, peak_lr * (step + 1) / "
+                 "warmup.",
+    "to_zero": "the cosine decays to 0; it should end at the floor min_lr: min_lr + (peak_lr - min_lr) * "
+               "(1 + cos(pi t)) / 2.",
+    "cosine_from_0": "the cosine's clock starts at the end of warm-up: t = (step - warmup) / (max_steps - "
+                     "warmup), 0 at step warmup and 1 at max_steps.",
+    "off_by_one_decay": "at step warmup the cosine starts at t = 0 (the peak): t = (step - warmup) / "
+                        "(max_steps - warmup).",
+    "linear": "after the warm-up the rate follows half a cosine, not a straight line: min_lr + (peak_lr - "
+              "min_lr) * (1 + cos(pi t)) / 2.",
+    "full_cosine": "half a cosine, from the peak down to the floor: cos(pi t) with t from 0 to 1, not cos(2 pi t).",
+    "after_cosine": "after max_steps the cosine climbs back up; the schedule stays at min_lr from step max_steps on.",
+    "after_zero": "after max_steps the rate stays at the floor, min_lr, not 0.",
+    "after_peak": "after max_steps the rate stays at the floor, min_lr, not at peak_lr.",
+}
+
+
+@checker("Exercise 7.3")
+def lr_schedule(my_lr) -> None:
+    """``my_lr(step, max_steps, warmup, peak_lr, min_lr) -> float``: linear warm-up from
+    ``peak_lr / warmup`` at step 0 to ``peak_lr`` at step ``warmup - 1``, then half a cosine from
+    ``peak_lr`` at step ``warmup`` to ``min_lr`` at step ``max_steps``, and ``min_lr`` after it.
+    Compared with PyTorch's LinearLR + CosineAnnealingLR (SequentialLR) on four schedules."""
+    for S, W, peak, floor in _LR_CASES:
+        n = S + 5
+        got = []
+        for step in range(n):
+            value = my_lr(step, S, W, peak, floor)
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
+                value = value.item()
+            got.append(as_number(value, f"my_lr({step}, {S}, {W}, {peak:g}, {floor:g})"))
+        right = _reference_lrs(n, S, W, peak, floor)
+        if close(got, right, rtol=1e-6, atol=1e-12):
+            continue
+        for mistake, message in _LR_MISTAKES.items():
+            wrong = [_lr_variant(s, S, W, peak, floor, mistake) for s in range(n)]
+            if close(got[:S + 2], wrong[:S + 2], rtol=1e-6, atol=1e-12) and not close(wrong, right, rtol=1e-6,
+                                                                                         atol=1e-12):
+                hint(message)
+        if close(got[:S], right[:S], rtol=1e-6, atol=1e-12):
+            hint(f"right up to step max_steps - 1 = {S - 1}, but from step max_steps on the rate is "
+                 f"{got[S]:.3g} instead of the floor min_lr = {floor:g}.")
+        step = next(s for s in range(n) if not close(got[s], right[s], rtol=1e-6, atol=1e-12))
+        phase = "warm-up" if step < W else "cosine decay" if step < S else "after max_steps"
+        hint(f"my_lr({step}, max_steps={S}, warmup={W}, peak_lr={peak:g}, min_lr={floor:g}) returned "
+             f"{got[step]:.6g}, expected {right[step]:.6g} (in the {phase}).", generic=True)
+    passed("equal to PyTorch's LinearLR then CosineAnnealingLR: step 0 already learns (peak_lr / warmup), "
+           "the peak at steps warmup - 1 and warmup, the floor from max_steps on.")
+
+
+# ---------------------------------------------------- Exercise 7.4: AdamW's parameter groups
+class _HFNamedLM(torch.nn.Module):
+    """A small language model with GPT-2's names (wte, wpe, ln_1, c_attn, ln_f, lm_head), a tied head
+    and a bias-free projection: a rule on names written for the companion's GPT does not carry over."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte = torch.nn.Embedding(13, 6)
+        self.wpe = torch.nn.Embedding(9, 6)
+        self.ln_1 = torch.nn.LayerNorm(6)
+        self.c_attn = torch.nn.Linear(6, 18)
+        self.c_proj = torch.nn.Linear(6, 6, bias=False)
+        self.ln_f = torch.nn.LayerNorm(6, bias=False)
+        self.lm_head = torch.nn.Linear(6, 13, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied
+
+
+def _expected_decay(model) -> dict[int, bool]:
+    """id(parameter) -> decayed?, from the module each parameter belongs to: the weights of Linear
+    and Embedding layers are decayed; biases and LayerNorm parameters are not."""
+    out = {}
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            matrix = isinstance(module, (torch.nn.Linear, torch.nn.Embedding)) and name == "weight"
+            out.setdefault(id(p), matrix)
+    return out
+
+
+def _group_models():
+    from companion.model import GPT, GPTConfig
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(76)
+        return [("the companion's GPT (2 layers, with biases)", GPT(GPTConfig(vocab_size=11, context_length=10,
+                                                                            d_model=8, n_layers=2, n_heads=2))),
+                ("a GPT without biases (bias=False)", GPT(GPTConfig(vocab_size=11, context_length=10, d_model=8,
+                                                                   n_layers=1, n_heads=2, bias=False))),
+                ("a model with GPT-2's names (wte, ln_1, c_attn, ln_f, lm_head tied to wte)", _HFNamedLM())]
+
+
+@checker("Exercise 7.4", companion_given=True)
+def param_groups(my_param_groups) -> None:
+    """``my_param_groups(model, weight_decay) -> [dict, dict]``: AdamW's groups, ``{"params": [...],
+    "weight_decay": weight_decay}`` for every parameter with two dimensions or more (the weight
+    matrices and the embedding tables, so the tied head) and ``{"params": [...], "weight_decay": 0.0}``
+    for the rest (biases, LayerNorm gains). Every parameter of ``model.named_parameters()`` in
+    exactly one group. Checked against the module each parameter belongs to, on three models."""
+    for what, model in _group_models():
+        names = {id(p): n for n, p in model.named_parameters()}
+        expected = _expected_decay(model)
+        with watch() as seen:
+            groups = my_param_groups(model, 0.07)
+        _refuse_companion(seen)
+        if isinstance(groups, dict):
+            hint("return a LIST of groups (two dicts), not one dict.")
+        if isinstance(groups, torch.Tensor) or not isinstance(groups, (list, tuple)):
+            hint(f"return a list of two dicts, {{'params': [...], 'weight_decay': ...}}; you returned "
+                 f"{describe(groups)}.")
+        groups = list(groups)
+        if groups and all(isinstance(g, torch.Tensor) for g in groups):
+            hint("you returned a list of parameters; return two groups, dicts {'params': [...], "
+                 "'weight_decay': ...}, one decayed and one not.")
+        seen_ids: dict[int, float] = {}
+        for k, group in enumerate(groups):
+            if not isinstance(group, dict) or "params" not in group:
+                hint(f"each group is a dict with the keys 'params' and 'weight_decay'; group {k} is "
+                     f"{describe(group)}.")
+            if "weight_decay" not in group:
+                hint(f"group {k} has no 'weight_decay': AdamW would use its default (0.01) for it. Give each "
+                     "group its own: weight_decay for the matrices, 0.0 for the rest.")
+            params = group["params"]
+            if isinstance(params, (set, frozenset)):
+                hint("keep the parameters of a group in a list (a set has no fixed order: AdamW refuses it).")
+            params = [params] if isinstance(params, torch.Tensor) else list(params)
+            group["params"] = params  # a generator is consumed once: keep the list for AdamW below
+            decay = safe_float(group["weight_decay"])
+            if decay is None:
+                hint(f"the 'weight_decay' of group {k} should be a number; it is {describe(group['weight_decay'])}.")
+            for p in params:
+                if not isinstance(p, torch.Tensor):
+                    hint(f"a group's 'params' holds parameters (tensors); group {k} holds {describe(p)}.")
+                if id(p) not in names:
+                    hint(f"group {k} holds a tensor that is not a parameter of the model ({describe(p)}): take "
+                         "the parameters from model.named_parameters() (or model.parameters()).")
+                if id(p) in seen_ids:
+                    tied = p is getattr(getattr(model, "tok_emb", None), "weight", None) or \
+                        p is getattr(getattr(model, "wte", None), "weight", None)
+                    if tied:
+                        hint("the tied matrix (the token embedding, which is also the head's weight) is listed "
+                             "twice: it is ONE parameter and must be in one group once. model.parameters() and "
+                             "model.named_parameters() list it once; walking the modules finds it twice.")
+                    hint(f"{names[id(p)]} is listed twice: every parameter belongs to exactly one group.")
+                seen_ids[id(p)] = decay
+        missing = [n for i, n in names.items() if i not in seen_ids]
+        if missing:
+            hint(f"for {what}, {len(missing)} parameters are in no group, such as {missing[0]}: AdamW would "
+                 "never update them. Every parameter of model.named_parameters() goes in one group.")
+        decayed = {i for i, d in seen_ids.items() if d and d > 0}
+        want = {i for i, m in expected.items() if m}
+        if decayed != want or any(d not in (0.0, 0.07) for d in seen_ids.values()):
+            values = {d for d in seen_ids.values()}
+            one_d = {i for i, n in names.items() if not expected[i]}
+            norms = {id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm)
+                     for p in m.parameters(recurse=False) if p.ndim == 1}
+            embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+            if values - {0.0, 0.07, None}:
+                hint(f"the decayed group's weight_decay should be the weight_decay you are given (0.07 in "
+                     f"this check); yours are {sorted(values)}.")
+            if not decayed:
+                hint("nothing is decayed: the weight matrices and embedding tables (every parameter with two "
+                     "or more dimensions) get weight_decay.")
+            if decayed == set(names):
+                hint("every parameter is decayed: biases and LayerNorm gains (the 1-D parameters) go in a "
+                     "second group with weight_decay 0.0.")
+            if decayed == one_d:
+                hint("the groups are swapped: the matrices (p.ndim >= 2) get weight_decay, the biases and "
+                     "norm gains 0.0.")
+            if want - decayed and (want - decayed) <= embeddings:
+                hint("the embedding tables are not decayed. Some codebases spare them; this chapter (like "
+                     "nanoGPT) decays every parameter with two or more dimensions, the embeddings too, and "
+                     "so the tied head: sort by p.ndim.")
+            if decayed & norms and not decayed & (one_d - norms):
+                hint("the LayerNorm gains are decayed: they are 1-D, like the biases, and go in the group "
+                     "without decay (a gain pulled towards 0 shrinks the signal). Sort by p.ndim, not by "
+                     "the name 'bias'.")
+            if decayed & (one_d - norms) and not decayed & norms:
+                hint("the biases are decayed: every 1-D parameter (biases and norm gains) goes in the group "
+                     "without decay. Sort by p.ndim, not by name.")
+            wrong = sorted(names[i] for i in set(names) if (i in decayed) != (i in want))
+            hint(f"for {what}, {wrong[0]} is in the wrong group: decay every parameter with two or more "
+                 "dimensions, none with one.", generic=True)
+        try:
+            torch.optim.AdamW(groups, lr=1e-3)
+        except (TypeError, ValueError) as exc:
+            hint(f"torch.optim.AdamW refuses your groups: {exc}")
+    passed("the weight matrices and embedding tables (the tied head with them, once) decayed; biases and "
+           "LayerNorm gains not; every parameter in exactly one group.")
+
+
+# ---------------------------------------------------- Exercise 7.6: the held-out evaluation
+def _recording(cls):
+    """A subclass whose forward records (training mode, gradients on) at every call."""
+
+    class Recording(cls):
+        def forward(self, *args, **kwargs):
+            self._course_calls.append((self.training, torch.is_grad_enabled()))
+            return super().forward(*args, **kwargs)
+
+    Recording.__name__ = Recording.__qualname__ = cls.__name__
+    return Recording
+
+
+def _eval_batches(seed: int, shapes, vocab: int = 11):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for B, T in shapes:
+        w = torch.randint(vocab, (B, T + 1), generator=g)
+        out.append((w[:, :-1], w[:, 1:]))
+    return out
+
+
+def _token_losses(model, batches) -> list[torch.Tensor]:
+    """The loss of every token of every batch, -log_softmax(logits)[target], in evaluation mode."""
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        out = [-model(x)[0].log_softmax(-1).gather(-1, y[..., None])[..., 0] for x, y in batches]  # (B, T) each
+    model.train(was)
+    return out
+
+
+@checker("Exercise 7.6", companion_given=True)
+def evaluate(my_evaluate) -> None:
+    """``my_evaluate(model, batches) -> float``: the mean loss per token over a list of ``(x, y)``
+    batches of different sizes (every token weighs the same), under ``torch.no_grad()`` with the
+    model in evaluation mode, leaving the model in the mode it was in."""
+    shapes = ((4, 6), (1, 9), (2, 3))  # unequal sizes: the mean of the batch means is not the answer
+    batches = _eval_batches(77, shapes)
+    model = _tiny_gpt(77, dropout=0.5)
+    tokens = _token_losses(model, batches)
+    right = float(torch.cat([t.flatten() for t in tokens]).mean())
+    for start_training in (True, False):
+        model = _tiny_gpt(77, dropout=0.5)
+        model.train(start_training)
+        model.__class__ = _recording(type(model))
+        model._course_calls = []
+        given = [(x.clone(), y.clone()) for x, y in batches]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            with watch() as seen:
+                got = my_evaluate(model, given)
+        _refuse_companion(seen)
+        calls = model._course_calls
+        if not calls:
+            hint("your function never called the model: run model(x) on every batch.")
+        if any(training for training, _ in calls):
+            hint("the model ran in training mode, with dropout on: call model.eval() before evaluating "
+                 "(and put the model back in its mode afterwards).")
+        if any(grad for _, grad in calls):
+            hint("the forward passes ran with gradients on, which keeps every activation for a backward "
+                 "pass that never comes: evaluate under torch.no_grad().")
+        if model.training != start_training:
+            before, after = ("training", "evaluation") if start_training else ("evaluation", "training")
+            hint(f"the model was in {before} mode before your function and is in {after} mode after it: "
+                 "remember model.training before calling model.eval(), and restore it with "
+                 "model.train(was_training).")
+        if any(p.grad is not None for p in model.parameters()):
+            hint("your function left gradients in the parameters: evaluation computes no gradients "
+                 "(torch.no_grad(), no backward()).")
+        if isinstance(got, torch.Tensor):
+            if got.numel() == 1 and close(got.reshape(()).detach(), torch.tensor(right)):
+                hint("return the mean loss as a Python float (.item()), not a tensor.")
+        value = as_number(got, "my_evaluate(model, batches)")
+        if close(value, right, rtol=1e-4, atol=1e-6):
+            continue
+        sums = [float(t.sum()) for t in tokens]
+        means = [float(t.mean()) for t in tokens]
+        rows = [float(t.mean(1).sum()) for t in tokens]
+        n_tok = sum(t.numel() for t in tokens)
+        mistakes = [
+            (sum(means) / len(means), "you averaged the batches' mean losses, which weighs a batch of 9 tokens "
+                                      "as much as one of 24: add up the loss of every token (reduction='sum') "
+                                      "and divide by the number of tokens."),
+            (sum(rows) / sum(B for B, _ in shapes), "you weighted each batch by its number of windows (each "
+                                                    "window counts once), but the windows have different "
+                                                    "lengths: every TOKEN counts once; add up every token's "
+                                                    "loss and divide by the number of tokens."),
+            (sum(sums), "that is the summed loss of all tokens; divide it by the number of tokens."),
+            (sum(sums) / len(shapes), "divide the summed loss by the number of tokens, not of batches."),
+            (sum(sums) / sum(B for B, _ in shapes), "divide the summed loss by the number of tokens, not of "
+                                                    "windows."),
+            (means[-1], "that is the last batch's loss only: every batch counts."),
+            (means[0], "that is the first batch's loss only: every batch counts."),
+            (right / math.log(2), "that is the loss in bits; return it in nats, as the training loss."),
+            (math.exp(right), "that is the perplexity, e to the mean loss; return the mean loss itself."),
+        ]
+        for wrong, message in mistakes:
+            if close(value, wrong, rtol=1e-4, atol=1e-6):
+                hint(message)
+        hint(f"expected a mean loss of {right:.4f} nats per token over the {n_tok} tokens, got {value:.4f}.",
+             generic=True)
+    passed(f"{right:.4f} nats per token: every token weighs the same, evaluation mode, no gradients, and the "
+           "model is back in the mode it was in.")
+
+
+# ---------------------------------------------------- Exercise 7.7: the loop, from the student's pieces
+def _loop_config():
+    from companion.train import TrainConfig
+
+    # decay, a floor, the chapter's betas (not PyTorch's defaults), and a clipping norm of 2: some steps
+    # clip, some do not (clipping EVERY step would scale every gradient, which Adam's update ignores)
+    return TrainConfig(max_steps=12, warmup=3, learning_rate=0.02, min_lr=0.002, weight_decay=0.1, beta1=0.9,
+                       beta2=0.99, grad_clip=2.0, eval_interval=4, batch_size=3, device="cpu")
+
+
+def _reference_loop(model, batches, val_batches, cfg, mistake=None):
+    """The loop with PyTorch's schedulers, groups by module type and a brute-force evaluation; or one of
+    its classic mistakes. Returns (losses, evals, final parameters as one vector)."""
+    decay = _expected_decay(model)
+    params = list(model.parameters())
+    betas = (0.9, 0.999) if mistake == "default_betas" else (cfg.beta1, cfg.beta2)
+    W, S = int(cfg.warmup), cfg.max_steps
+
+    def make():
+        if mistake == "no_groups":
+            return torch.optim.AdamW(params, lr=cfg.learning_rate, betas=betas, weight_decay=cfg.weight_decay)
+        groups = [{"params": [p for p in params if decay[id(p)]], "weight_decay": cfg.weight_decay},
+                  {"params": [p for p in params if not decay[id(p)]], "weight_decay": 0.0}]
+        kind = torch.optim.Adam if mistake == "adam" else torch.optim.AdamW
+        return kind(groups, lr=cfg.learning_rate, betas=betas)
+
+    rates = _reference_lrs(S + 1, S, W, cfg.learning_rate, cfg.min_lr)
+    optimizer = make()
+    losses, evals, k = [], [], 0
+    for step in range(S):
+        if mistake == "new_optimizer":
+            optimizer = make()
+        lr = {"constant_lr": cfg.learning_rate, "lr_step_plus_one": rates[step + 1]}.get(mistake, rates[step])
+        if mistake != "lr_after_step":
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+        x, y = batches[0 if mistake == "same_batch" else k]
+        k += 1
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        optimizer.step()
+        if mistake == "lr_after_step":
+            for group in optimizer.param_groups:
+                group["lr"] = rates[step]
+        losses.append(loss.item())
+        due = step % cfg.eval_interval == 0 if mistake == "eval_at_start" else (step + 1) % cfg.eval_interval == 0
+        if due:
+            tokens = _token_losses(model, val_batches)
+            value = float(torch.cat([t.flatten() for t in tokens]).mean())
+            evals.append((step if mistake in ("eval_at_start", "eval_step_from_0") else step + 1, value))
+    return losses, evals, torch.cat([p.detach().flatten() for p in params])
+
+
+_LOOP_MISTAKES = {
+    "constant_lr": "the learning rate stayed at its peak: before each step set every group's 'lr' to "
+                   "my_lr(step, ...) (for group in optimizer.param_groups: group['lr'] = lr).",
+    "lr_after_step": "each step used the previous step's learning rate: set group['lr'] BEFORE "
+                     "my_train_step, not after it.",
+    "lr_step_plus_one": "the schedule is one step ahead: the first step (step 0) uses my_lr(0, ...), and "
+                        "step k uses my_lr(k, ...).",
+    "new_optimizer": "the optimizer was made anew at every step, which throws away AdamW's moving averages: "
+                     "make it once, before the loop.",
+    "adam": "that is Adam with weight decay added to the gradient (L2), not AdamW's decoupled decay: use "
+            "torch.optim.AdamW.",
+    "default_betas": "AdamW ran with PyTorch's default betas (0.9, 0.999); pass the configuration's, "
+                     "betas=(cfg.beta1, cfg.beta2).",
+    "no_groups": "every parameter was decayed: build AdamW on my_param_groups(model, cfg.weight_decay), "
+                 "not on model.parameters().",
+    "same_batch": "every step trained on the same batch: call next_batch() at every step.",
+    "eval_at_start": "evaluate AFTER every cfg.eval_interval steps ((step + 1) % cfg.eval_interval == 0), "
+                     "not at step 0, 4, 8, ...",
+}
+
+
+def _counting_batches(batches):
+    """next_batch() for the loop: the batches in order, copies, counting the calls."""
+    state = {"calls": 0}
+
+    def next_batch():
+        k = state["calls"]
+        state["calls"] += 1
+        x, y = batches[k % len(batches)]
+        return x.clone(), y.clone()
+
+    return next_batch, state
+
+
+@checker("Exercise 7.7", companion_given=True)
+def train_loop(my_train) -> None:
+    """``my_train(model, next_batch, val_batches, cfg) -> (losses, evals)``: ``cfg.max_steps`` steps of
+    AdamW on the student's parameter groups, the learning rate of their schedule set before each step,
+    a batch from ``next_batch()``, their training step, and their evaluation on ``val_batches`` after
+    every ``cfg.eval_interval`` steps. Compared with a reference loop (PyTorch's schedulers, groups
+    by module type) on a tiny GPT: the losses, the evaluations and the final weights."""
+    cfg = _loop_config()
+    batches = _eval_batches(78, [(3, 6)] * (cfg.max_steps + 2))
+    val_batches = _eval_batches(79, ((2, 6), (1, 4)))
+    ref_losses, ref_evals, ref_params = _reference_loop(_tiny_gpt(78), batches, val_batches, cfg)
+
+    model = _tiny_gpt(78)
+    model.__class__ = _recording(type(model))
+    model._course_calls = []
+    next_batch, state = _counting_batches(batches)
+    with watch() as seen:
+        out = my_train(model, next_batch, [(x.clone(), y.clone()) for x, y in val_batches], cfg)
+    _refuse_companion(seen)
+    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        hint(f"return the pair (losses, evals); you returned {describe(out)}.")
+    losses, evals = out
+    if not isinstance(losses, (list, tuple)) or not all(isinstance(v, (float, int)) and not isinstance(v, bool)
+                                                        for v in losses):
+        hint(f"losses should be a list of floats, one per step (what my_train_step returns); you returned "
+             f"{describe(losses)}.")
+    if len(losses) != cfg.max_steps:
+        hint(f"run exactly cfg.max_steps = {cfg.max_steps} steps (for step in range(cfg.max_steps)); your "
+             f"losses hold {len(losses)}.")
+    if state["calls"] == 1 and cfg.max_steps > 1:
+        hint(_LOOP_MISTAKES["same_batch"])
+    if state["calls"] != cfg.max_steps:
+        hint(f"call next_batch() once per step: {cfg.max_steps} steps, {state['calls']} calls.")
+    training = [t for t, grad in model._course_calls if grad]
+    if any(not t for t in training):
+        hint("some training steps ran with the model in evaluation mode: put it back in training mode after "
+             "evaluating (your my_evaluate should restore the mode it found), or call model.train() "
+             "before the loop.")
+    same_params = close(params, ref_params, rtol=1e-4, atol=1e-6)
+    if not (same_params and close(list(losses), ref_losses, rtol=1e-4, atol=1e-6)):
+        for mistake, message in _LOOP_MISTAKES.items():
+            if mistake in ("eval_at_start",):
+                continue
+            m_losses, _, m_params = _reference_loop(_tiny_gpt(78), batches, val_batches, cfg, mistake)
+            if close(params, m_params, rtol=1e-4, atol=1e-6) and close(list(losses), m_losses, rtol=1e-4,
+                                                                       atol=1e-6):
+                hint(message)
+        if close(list(losses)[:1], ref_losses[:1], rtol=1e-4, atol=1e-6):
+            step = next((k for k, (a, b) in enumerate(zip(losses, ref_losses))
+                         if not close(a, b, rtol=1e-4, atol=1e-6)), None)
+            if step is None:
+                hint("every step's loss is right, but the final weights differ from the reference loop's: "
+                     "the last step's update (its learning rate, clipping to max_norm=cfg.grad_clip) is off.",
+                     generic=True)
+            hint(f"the first {step} losses are right, then yours differ ({losses[step]:.4f} instead of "
+                 f"{ref_losses[step]:.4f} at step {step}): check the learning rate you set before each step, "
+                 "the optimizer (AdamW on my_param_groups, betas=(cfg.beta1, cfg.beta2), made once) and "
+                 "max_norm=cfg.grad_clip. If my_lr, my_param_groups or my_train_step has not passed its "
+                 "own check yet, start there.", generic=True)
+        hint(f"the losses differ from the reference loop's from the first step ({losses[0]!r} instead of "
+             f"{ref_losses[0]:.4f}): train on next_batch()'s batches with my_train_step. If one of your "
+             "pieces has not passed its own check yet, start there.", generic=True)
+    evals = list(evals) if isinstance(evals, (list, tuple)) else evals
+    if not isinstance(evals, list) or not all(isinstance(e, (tuple, list)) and len(e) == 2 for e in evals):
+        hint(f"evals should be a list of pairs (steps done, held-out loss); you returned {describe(evals)}.")
+    ref_steps = [s for s, _ in ref_evals]
+    steps = [s for s, _ in evals]
+    if steps != ref_steps:
+        if steps == [s - cfg.eval_interval for s in ref_steps] or steps == [s - 1 for s in ref_steps]:
+            _, m_evals, _ = _reference_loop(_tiny_gpt(78), batches, val_batches, cfg, "eval_at_start")
+            if close([v for _, v in evals], [v for _, v in m_evals], rtol=1e-4, atol=1e-6):
+                hint(_LOOP_MISTAKES["eval_at_start"])
+            hint("count the steps done from 1: after the first cfg.eval_interval steps the pair is "
+                 f"({cfg.eval_interval}, loss), i.e. (step + 1, my_evaluate(...)).")
+        if not evals:
+            hint("evaluate on val_batches after every cfg.eval_interval steps and collect the pairs "
+                 "(steps done, held-out loss) in evals.")
+        hint(f"with max_steps={cfg.max_steps} and eval_interval={cfg.eval_interval} the evaluations come after "
+             f"steps {ref_steps}; yours after {steps}.", generic=True)
+    for (s, got), (_, right) in zip(evals, ref_evals):
+        if not close(safe_float(got), right, rtol=1e-4, atol=1e-6):
+            hint(f"the held-out loss after step {s} should be {right:.4f} (my_evaluate on val_batches), yours "
+                 f"is {got!r}.", generic=True)
+    passed(f"{cfg.max_steps} steps equal to the reference loop's (PyTorch's LinearLR + CosineAnnealingLR, "
+           "AdamW's two groups, clipping), and the held-out loss after every eval_interval steps.")

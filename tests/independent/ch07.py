@@ -124,146 +124,8 @@ def my_cross_entropy(logits, targets):
 
 
 # ---------------------------------------------------------------- 7.2 ----
-def sh(name, expect, why, source):
-    case("7.2", "shift", name, expect, why, source, "my_shift")
-
-
-sh("swapped", "wrong", "x from the end, y from the start", """
-def my_shift(window):
-    return window[:, 1:], window[:, :-1]
-""")
-sh("y_equals_x", "wrong", "y is the same slice as x", """
-def my_shift(window):
-    return window[:, :-1], window[:, :-1]
-""")
-sh("wrong_dim", "wrong", "shifts along the batch", """
-def my_shift(window):
-    return window[:-1], window[1:]
-""")
-sh("roll_no_drop", "wrong", "torch.roll without dropping a column: shape (B, T + 1)", """
-def my_shift(window):
-    return window, torch.roll(window, -1, dims=1)
-""")
-sh("returns_y_x", "wrong", "returns (y, x)", """
-def my_shift(window):
-    x, y = window[:, :-1], window[:, 1:]
-    return y, x
-""")
-sh("plus_one", "wrong", "adds 1 to the ids", """
-def my_shift(window):
-    x = window[:, :-1]
-    return x, x + 1
-""")
-sh("skip_two", "wrong", "drops two tokens: y[t] is two ahead", """
-def my_shift(window):
-    return window[:, :-2], window[:, 2:]
-""")
-sh("float_ids", "wrong", "converts the ids to floats", """
-def my_shift(window):
-    w = window.float()
-    return w[:, :-1], w[:, 1:]
-""")
-sh("numpy", "wrong", "NumPy arrays", """
-def my_shift(window):
-    w = window.numpy()
-    return w[:, :-1], w[:, 1:]
-""")
-sh("flattened_y", "wrong", "flattens y to (B * T,)", """
-def my_shift(window):
-    return window[:, :-1], window[:, 1:].reshape(-1)
-""")
-sh("first_row_only", "wrong", "uses row 0 only", """
-def my_shift(window):
-    return window[0, :-1], window[0, 1:]
-""")
-sh("stacked", "wrong", "returns one stacked (2, B, T) tensor", """
-def my_shift(window):
-    return torch.stack([window[:, :-1], window[:, 1:]])
-""")
-sh("right_narrow", "right", "Tensor.narrow", """
-def my_shift(window):
-    T = window.shape[1] - 1
-    return window.narrow(1, 0, T), window.narrow(1, 1, T)
-""")
-sh("right_roll_then_drop", "right", "roll by -1, then drop the last column", """
-def my_shift(window):
-    y = torch.roll(window, shifts=-1, dims=1)[:, :-1]
-    return window[:, :-1].clone(), y.clone()
-""")
-sh("right_index_select", "right", "index_select with aranges", """
-def my_shift(window):
-    n = window.size(1)
-    return (window.index_select(1, torch.arange(0, n - 1)),
-            window.index_select(1, torch.arange(1, n)))
-""")
-
-
-# ---------------------------------------------------------------- 7.3 ----
-def bits(name, expect, why, source):
-    case("7.3", "bits_per_char", name, expect, why, source, "my_bits")
-
-
-bits("multiplies_ln2", "wrong", "multiplies by ln 2", """
-def my_bits(nats):
-    return nats * math.log(2)
-""")
-bits("log10", "wrong", "divides by log10(2)", """
-def my_bits(nats):
-    return nats / math.log10(2)
-""")
-bits("log2_of_nats", "wrong", "takes log2 of the loss", """
-def my_bits(nats):
-    return math.log2(nats)
-""")
-bits("half", "wrong", "divides by 2", """
-def my_bits(nats):
-    return nats / 2
-""")
-bits("rounded", "wrong", "rounds to 2 decimals", """
-def my_bits(nats):
-    return round(nats / math.log(2), 2)
-""")
-bits("int", "wrong", "truncates to an int", """
-def my_bits(nats):
-    return int(nats / math.log(2))
-""")
-bits("decimal_digits", "wrong", "divides by ln 10", """
-def my_bits(nats):
-    return nats / math.log(10)
-""")
-bits("approx_069", "wrong", "ln 2 approximated as 0.69", """
-def my_bits(nats):
-    return nats / 0.69
-""")
-bits("string", "wrong", "returns a formatted string", """
-def my_bits(nats):
-    return f"{nats / math.log(2):.4f}"
-""")
-bits("exp_over_2", "wrong", "exp(nats) / 2", """
-def my_bits(nats):
-    return math.exp(nats) / 2
-""")
-bits("perplexity", "wrong", "returns the perplexity 2 ** bits = e ** nats", """
-def my_bits(nats):
-    return math.exp(nats)
-""")
-bits("right_log2e", "right", "nats * log2(e)", """
-def my_bits(nats):
-    return nats * math.log2(math.e)
-""")
-bits("right_torch", "right", "via a float64 tensor", """
-def my_bits(nats):
-    return float(torch.tensor(nats, dtype=torch.float64) / torch.log(torch.tensor(2.0, dtype=torch.float64)))
-""")
-bits("right_log_base", "right", "math.log(x, 2) route", """
-def my_bits(nats):
-    return nats / math.log(2.0)
-""")
-
-
-# ---------------------------------------------------------------- 7.4 ----
 def fw(name, expect, why, source):
-    case("7.4", "gpt_forward", name, expect, why, source, "my_gpt_forward")
+    case("7.2", "gpt_forward", name, expect, why, source, "my_gpt_forward")
 
 
 fw("no_positions", "wrong", "forgets the position embeddings", """
@@ -574,11 +436,6 @@ def my_train_step(model, optimizer, x, y, max_norm):
 """)
 
 
-sh("int32_ids", "wrong", "converts the ids to int32", """
-def my_shift(window):
-    w = window.int()
-    return w[:, :-1], w[:, 1:]
-""")
 fw("no_grad", "wrong", "runs under torch.no_grad(): the logits cannot train the model (medium severity)", """
 @torch.no_grad()
 def my_gpt_forward(model, idx):
@@ -588,6 +445,233 @@ def my_gpt_forward(model, idx):
         x = block(x, is_causal=True)
     return model.head(model.final_norm(x))
 """)
+
+
+# ---------------------------------------------------------------- 7.3 ----
+def lr(name, expect, why, source):
+    case("7.3", "lr_schedule", name, expect, why, source, "my_lr")
+
+
+lr("right_nanogpt_style", "right", "the phases in another order, cosine written as 1 - sin^2 form", """
+def my_lr(step, max_steps, warmup, peak_lr, min_lr):
+    if step >= max_steps:
+        return min_lr
+    if step >= warmup:
+        ratio = (step - warmup) / (max_steps - warmup)
+        coeff = 0.5 * (1.0 + math.cos(math.pi * ratio))
+        return min_lr + coeff * (peak_lr - min_lr)
+    return peak_lr * (step + 1) / warmup
+""")
+lr("ramp_from_zero", "wrong", "step / warmup: the first step has rate 0", """
+def my_lr(step, max_steps, warmup, peak_lr, min_lr):
+    if step < warmup:
+        return peak_lr * step / warmup
+    if step >= max_steps:
+        return min_lr
+    t = (step - warmup) / (max_steps - warmup)
+    return min_lr + 0.5 * (1 + math.cos(math.pi * t)) * (peak_lr - min_lr)
+""")
+lr("no_floor_clamp", "wrong", "the cosine goes on after max_steps", """
+def my_lr(step, max_steps, warmup, peak_lr, min_lr):
+    if step < warmup:
+        return peak_lr * (step + 1) / warmup
+    t = (step - warmup) / (max_steps - warmup)
+    return min_lr + 0.5 * (1 + math.cos(math.pi * t)) * (peak_lr - min_lr)
+""")
+lr("decay_to_zero", "wrong", "forgets min_lr in the cosine", """
+def my_lr(step, max_steps, warmup, peak_lr, min_lr):
+    if step < warmup:
+        return peak_lr * (step + 1) / warmup
+    if step >= max_steps:
+        return min_lr
+    t = (step - warmup) / (max_steps - warmup)
+    return 0.5 * (1 + math.cos(math.pi * t)) * peak_lr
+""")
+
+
+# ---------------------------------------------------------------- 7.4 ----
+def gr(name, expect, why, source):
+    case("7.4", "param_groups", name, expect, why, source, "my_param_groups")
+
+
+gr("right_named", "right", "sorts named_parameters by dim() into two dicts", """
+def my_param_groups(model, weight_decay):
+    groups = [{"params": [], "weight_decay": weight_decay},
+              {"params": [], "weight_decay": 0.0}]
+    for name, p in model.named_parameters():
+        groups[0 if p.dim() >= 2 else 1]["params"].append(p)
+    return groups
+""")
+gr("by_bias_name", "wrong", "excludes only names ending in bias: LayerNorm gains decayed", """
+def my_param_groups(model, weight_decay):
+    named = list(model.named_parameters())
+    return [{"params": [p for n, p in named if not n.endswith("bias")], "weight_decay": weight_decay},
+            {"params": [p for n, p in named if n.endswith("bias")], "weight_decay": 0.0}]
+""")
+gr("all_decayed", "wrong", "one group with everything", """
+def my_param_groups(model, weight_decay):
+    return [{"params": list(model.parameters()), "weight_decay": weight_decay}]
+""")
+gr("walks_modules", "wrong", "collects the tied weight twice by walking the modules", """
+def my_param_groups(model, weight_decay):
+    decay, rest = [], []
+    for m in model.modules():
+        for p in m.parameters(recurse=False):
+            (decay if p.ndim >= 2 else rest).append(p)
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": rest, "weight_decay": 0.0}]
+""")
+
+
+# ---------------------------------------------------------------- 7.6 ----
+def ev(name, expect, why, source):
+    case("7.6", "evaluate", name, expect, why, source, "my_evaluate")
+
+
+ev("right_weighted_means", "right", "weights each batch's mean by its token count", """
+@torch.no_grad()
+def my_evaluate(model, batches):
+    mode = model.training
+    model.eval()
+    num = den = 0.0
+    for x, y in batches:
+        logits, _ = model(x)
+        n = y.numel()
+        num += F.cross_entropy(logits.flatten(0, 1), y.flatten()).item() * n
+        den += n
+    model.train(mode)
+    return num / den
+""")
+ev("mean_of_means", "wrong", "averages the batch means", """
+@torch.no_grad()
+def my_evaluate(model, batches):
+    mode = model.training
+    model.eval()
+    means = [F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten()).item() for x, y in batches]
+    model.train(mode)
+    return sum(means) / len(means)
+""")
+ev("no_eval_mode", "wrong", "forgets model.eval(): dropout on", """
+def my_evaluate(model, batches):
+    total = count = 0
+    with torch.no_grad():
+        for x, y in batches:
+            logits, _ = model(x)
+            total += F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum").item()
+            count += y.numel()
+    return total / count
+""")
+ev("train_after", "wrong", "always calls model.train() at the end", """
+def my_evaluate(model, batches):
+    model.eval()
+    total = count = 0
+    with torch.no_grad():
+        for x, y in batches:
+            logits, _ = model(x)
+            total += F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum").item()
+            count += y.numel()
+    model.train()
+    return total / count
+""")
+
+
+# ---------------------------------------------------------------- 7.7 ----
+_PIECES = '''
+def my_lr(step, max_steps, warmup, peak_lr, min_lr):
+    if step < warmup:
+        return peak_lr * (step + 1) / warmup
+    if step >= max_steps:
+        return min_lr
+    t = (step - warmup) / (max_steps - warmup)
+    return min_lr + 0.5 * (1 + math.cos(math.pi * t)) * (peak_lr - min_lr)
+
+def my_param_groups(model, weight_decay):
+    ps = list(model.parameters())
+    return [{"params": [p for p in ps if p.ndim >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in ps if p.ndim < 2], "weight_decay": 0.0}]
+
+def my_train_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    logits, _ = model(x)
+    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+
+@torch.no_grad()
+def my_evaluate(model, batches):
+    mode = model.training
+    model.eval()
+    tot = n = 0
+    for x, y in batches:
+        tot += F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten(), reduction="sum").item()
+        n += y.numel()
+    model.train(mode)
+    return tot / n
+'''
+
+
+def lp(name, expect, why, source):
+    case("7.7", "train_loop", name, expect, why, _PIECES + source, "my_train")
+
+
+lp("right_while_loop", "right", "a while loop, the rate set through a helper", """
+def my_train(model, next_batch, val_batches, cfg):
+    opt = torch.optim.AdamW(my_param_groups(model, cfg.weight_decay), lr=cfg.learning_rate,
+                            betas=(cfg.beta1, cfg.beta2))
+    losses, evals, step = [], [], 0
+    def set_lr(value):
+        for g in opt.param_groups:
+            g["lr"] = value
+    while step < cfg.max_steps:
+        set_lr(my_lr(step, cfg.max_steps, cfg.warmup, cfg.learning_rate, cfg.min_lr))
+        x, y = next_batch()
+        losses.append(my_train_step(model, opt, x, y, cfg.grad_clip))
+        step += 1
+        if step % cfg.eval_interval == 0:
+            evals.append((step, my_evaluate(model, val_batches)))
+    return losses, evals
+""")
+lp("lr_never_set", "wrong", "AdamW at the peak rate throughout", """
+def my_train(model, next_batch, val_batches, cfg):
+    opt = torch.optim.AdamW(my_param_groups(model, cfg.weight_decay), lr=cfg.learning_rate,
+                            betas=(cfg.beta1, cfg.beta2))
+    losses, evals = [], []
+    for step in range(cfg.max_steps):
+        x, y = next_batch()
+        losses.append(my_train_step(model, opt, x, y, cfg.grad_clip))
+        if (step + 1) % cfg.eval_interval == 0:
+            evals.append((step + 1, my_evaluate(model, val_batches)))
+    return losses, evals
+""")
+lp("default_betas", "wrong", "AdamW with PyTorch's default betas", """
+def my_train(model, next_batch, val_batches, cfg):
+    opt = torch.optim.AdamW(my_param_groups(model, cfg.weight_decay), lr=cfg.learning_rate)
+    losses, evals = [], []
+    for step in range(cfg.max_steps):
+        for g in opt.param_groups:
+            g["lr"] = my_lr(step, cfg.max_steps, cfg.warmup, cfg.learning_rate, cfg.min_lr)
+        x, y = next_batch()
+        losses.append(my_train_step(model, opt, x, y, cfg.grad_clip))
+        if (step + 1) % cfg.eval_interval == 0:
+            evals.append((step + 1, my_evaluate(model, val_batches)))
+    return losses, evals
+""")
+lp("sgd", "wrong", "plain SGD instead of AdamW", """
+def my_train(model, next_batch, val_batches, cfg):
+    opt = torch.optim.SGD(my_param_groups(model, cfg.weight_decay), lr=cfg.learning_rate)
+    losses, evals = [], []
+    for step in range(cfg.max_steps):
+        for g in opt.param_groups:
+            g["lr"] = my_lr(step, cfg.max_steps, cfg.warmup, cfg.learning_rate, cfg.min_lr)
+        x, y = next_batch()
+        losses.append(my_train_step(model, opt, x, y, cfg.grad_clip))
+        if (step + 1) % cfg.eval_interval == 0:
+            evals.append((step + 1, my_evaluate(model, val_batches)))
+    return losses, evals
+""")
+
 
 # ---------------------------------------------------------------- junk ---
 # The same battery of junk answers for every exercise (see _junk.py).
@@ -599,10 +683,12 @@ from _junk import junk_cases  # noqa: E402
 
 CASES += junk_cases(MODULE, {
     "7.1": ("cross_entropy", "my_cross_entropy", "logits, targets"),
-    "7.2": ("shift", "my_shift", "window"),
-    "7.3": ("bits_per_char", "my_bits", "nats"),
-    "7.4": ("gpt_forward", "my_gpt_forward", "model, idx"),
+    "7.2": ("gpt_forward", "my_gpt_forward", "model, idx"),
+    "7.3": ("lr_schedule", "my_lr", "step, max_steps, warmup, peak_lr, min_lr"),
+    "7.4": ("param_groups", "my_param_groups", "model, weight_decay"),
     "7.5": ("train_step", "my_train_step", "model, optimizer, x, y, max_norm"),
+    "7.6": ("evaluate", "my_evaluate", "model, batches"),
+    "7.7": ("train_loop", "my_train", "model, next_batch, val_batches, cfg"),
 })
 
 
@@ -631,12 +717,6 @@ ce("right_nll_loss", "right", "F.nll_loss on log_softmax (only F.cross_entropy i
 def my_cross_entropy(logits, targets):
     lp = torch.log_softmax(logits, dim=-1)
     return F.nll_loss(lp.reshape(-1, lp.size(-1)), targets.reshape(-1))
-""")
-sh("modifies_window", "wrong", "shifts by writing into window in place", """
-def my_shift(window):
-    x = window[:, :-1].clone()
-    window[:, :-1] = window[:, 1:].clone()
-    return x, window[:, :-1]
 """)
 fw("positions_arange_B", "wrong", "torch.arange(B) for the positions (B and T confused)", """
 def my_gpt_forward(model, idx):
