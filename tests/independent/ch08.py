@@ -673,7 +673,7 @@ def my_greedy_step(model, ids):
     nxt = logits[:, -1].argmax(-1, keepdim=True)
     return torch.cat([ids, nxt], 1)
 """)
-bs("drops_minus_inf_but_scores_probs", "wrong", "ranks by probability product but reports log scores (ties to ranks are same, scores right) -- uses beam probs multiplied", """
+bs("drops_minus_inf_but_scores_probs", "wrong", "ranks by the product of probabilities and reports that product as the score, not a summed log-probability (the ranking is right, the scores are not)", """
 def my_beam_step(beam_scores, next_probs, k, eos_id):
     joint = torch.exp(beam_scores)[:, None] * next_probs
     V = joint.shape[1]
@@ -1119,7 +1119,7 @@ def my_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=
         ids = torch.cat([ids, torch.multinomial(probs, 1, generator=generator)], 1)
     return ids
 """))
-sl("out_per_row_draws", "wrong", "one multinomial per row (the text: draw exactly once per step for the whole batch); arguable if the stream matches", _sl_variant("""
+sl("out_per_row_draws", "right", "one multinomial per row; judged right: on the CPU each row of a (B, 1) draw takes its number from the generator in turn, so B one-row draws give the same tokens and leave the generator in the same state (the text's 'once per step' is there so that the stream matches, and it does)", _sl_variant("""
 def my_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
     ctx = model.config.context_length
     for _ in range(n):
@@ -1709,7 +1709,7 @@ def my_greedy_step(model, ids):
     out[:, T] = model(ids)[:, T - 1].argmax(dim=1)
     return out
 """)
-bs("out_ties_by_larger_parent", "wrong", "sorts descending without a tie rule, then reverses ties (larger index first); arguable if ties are untested", """
+bs("out_ties_by_larger_parent", "right", "sorts descending, larger index first among exactly equal scores; judged right: the text asks to go from best to worst and gives no rule for equal scores", """
 def my_beam_step(beam_scores, next_probs, k, eos_id):
     cand = beam_scores[:, None] + next_probs.log()
     V = cand.shape[1]
