@@ -168,7 +168,45 @@ def _own_probability(logits, top_p, min_tokens_to_keep=1):
     return logits.masked_fill(logits.softmax(-1) < 1 - top_p, float("-inf"))
 
 
+def _low_precision_mass(dtype):
+    def top_p(logits, top_p, min_tokens_to_keep=1):  # the outside red team's out_bfloat16_mass, out_float16_mass
+        s, order = torch.sort(logits, dim=-1, stable=True)
+        remove = s.to(dtype).softmax(-1).cumsum(-1) <= 1 - top_p
+        remove[..., -min_tokens_to_keep:] = False
+        return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+    return top_p
+
+
+def _exp_without_shift(logits, top_p, min_tokens_to_keep=1):  # out_neg_inf_rows_nan: exp overflows above 88
+    s, order = torch.sort(logits, dim=-1, stable=True)
+    e = s.exp()
+    remove = (e / e.sum(-1, keepdim=True)).cumsum(-1) <= 1 - top_p
+    remove[..., -min_tokens_to_keep:] = False
+    return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+
+def _min_tokens_by_value(logits, top_p, min_tokens_to_keep=1):  # out_min_tokens_by_value
+    s, order = torch.sort(logits, dim=-1, stable=True)
+    remove = s.softmax(-1).cumsum(-1) <= 1 - top_p
+    remove = remove.scatter(-1, order, remove)
+    return logits.masked_fill(remove & (logits < logits.topk(min_tokens_to_keep, dim=-1).values[..., -1:]),
+                              float("-inf"))
+
+
+def _hf_warper(logits, top_p, min_tokens_to_keep=1):  # out_hf_warper
+    from transformers import TopPLogitsWarper
+
+    return TopPLogitsWarper(top_p, min_tokens_to_keep=min_tokens_to_keep)(None, logits.clone())
+
+
 TOP_P = [
+    Mutant("mass in bfloat16", _low_precision_mass(torch.bfloat16), "bfloat16"),
+    Mutant("mass in float16", _low_precision_mass(torch.float16), "float16"),
+    Mutant("returns float32 for float64", lambda x, p, m=1: my_top_p(x.float(), p, m), "input's dtype"),
+    Mutant("transformers' TopPLogitsWarper", _hf_warper, "transformers"),
+    Mutant("unstable sort", _nucleus(stable=False), "stable=True"),
+    Mutant("softmax by hand without the max", _exp_without_shift, "overflows"),
+    Mutant("min_tokens_to_keep by value (ties kept)", _min_tokens_by_value, "tied with the m-th largest"),
     Mutant("drops the crossing token", _nucleus(rule="crossing dropped"), "removed the token that crosses"),
     Mutant("< instead of <=: one too many", _nucleus(rule="tail <"), "one token too many"),
     Mutant("mass before > p: one too many", _nucleus(rule="before >"), "one token too many"),
@@ -268,7 +306,47 @@ def _new_tokens_only(model, ids, n, **kw):
     return my_sample(model, ids, n, **kw)[:, ids.shape[1]:]
 
 
+def _sample_variant(window=None, rng="generator", train=False):
+    """The outside red team's false passes: a window of 8 hard-coded, torch's global generator
+    reseeded from the generator's seed, the caller's generator rewound, the model put in training mode."""
+    def sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+        if train:
+            model.train()
+        if rng == "global from seed":
+            torch.manual_seed(generator.initial_seed())
+        elif rng == "rewound":
+            generator.manual_seed(generator.initial_seed())
+        ctx = window or model.config.context_length
+        for _ in range(n):
+            logits = model(ids[:, -ctx:])[0][:, -1] / temperature
+            if top_k is not None:
+                logits = logits.masked_fill(logits < logits.topk(top_k, dim=-1).values[:, -1:], float("-inf"))
+            if top_p is not None:
+                logits = my_top_p(logits, top_p)
+            g = None if rng == "global from seed" else generator
+            ids = torch.cat([ids, torch.multinomial(logits.softmax(-1), 1, generator=g)], dim=1)
+        return ids
+    return sample
+
+
+def _top_k_as_min_tokens(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None):
+    for _ in range(n):
+        logits = model(ids[:, -model.config.context_length:])[0][:, -1] / temperature
+        if top_k is not None:
+            logits = logits.masked_fill(logits < logits.topk(top_k, dim=-1).values[:, -1:], float("-inf"))
+        if top_p is not None:
+            logits = my_top_p(logits, top_p, top_k or 1)
+        ids = torch.cat([ids, torch.multinomial(logits.softmax(-1), 1, generator=generator)], dim=1)
+    return ids
+
+
 SAMPLE = [
+    Mutant("window of 8 hard-coded", _sample_variant(window=8), "outgrew the model's window"),
+    Mutant("global RNG reseeded from the generator's seed", _sample_variant(rng="global from seed"),
+           "global random state"),
+    Mutant("caller's generator rewound to its seed", _sample_variant(rng="rewound"), "started afresh"),
+    Mutant("model put in training mode", _sample_variant(train=True), "training mode"),
+    Mutant("top_k passed as min_tokens_to_keep", _top_k_as_min_tokens, "min_tokens_to_keep"),
     Mutant("temperature after the softmax", _loop(temperature_at="probs"), "temperature changes nothing"),
     Mutant("no temperature", _loop(temperature_at="none"), "temperature changes nothing"),
     Mutant("times the temperature", _loop(temperature_at="times"), "multiplied the logits by the temperature"),
@@ -281,8 +359,8 @@ SAMPLE = [
     Mutant("top-p before top-k", _loop(order="p then k"), "renormalised"),
     Mutant("nucleus of the unfiltered distribution", _loop(order="p on the unfiltered"), "renormalised"),
     Mutant("top-p before the temperature", _p_before_temperature, "before the temperature"),
-    Mutant("top_p ignored", _loop(order="no p"), "top_p has no effect"),
-    Mutant("generator not passed", _loop(seeded=False), "same seeded generator"),
+    Mutant("top_p ignored", _loop(order="no p"), "top_p changed nothing"),
+    Mutant("generator not passed", _loop(seeded=False), "global random state"),
     Mutant("only the new tokens", _new_tokens_only, "only the new tokens"),
     Mutant("returns None", lambda *a, **k: None, "token ids of shape"),
     Mutant("the companion's sample", lambda model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None:
@@ -443,11 +521,41 @@ def _beams(reorder="parents", start="one", score="log_softmax", rank="flat", kee
     return beam_search
 
 
+def _beams_variant(vocab=None, reorder="parents"):
+    """The outside red team's answers: V = 5 hard-coded, the layers' keys reordered by hand (values
+    forgotten), the cache reordered by the sorted parents."""
+    def beam_search(model, prompt, n, k):
+        cache = model.new_cache()
+        logits, _ = model(prompt[None], cache=cache)
+        seqs, scores = prompt[None], torch.zeros(1, dtype=logits.dtype)
+        for step in range(n):
+            logp = logits[:, -1].log_softmax(-1)
+            V = vocab or logp.shape[-1]
+            cand = (scores[:, None] + logp).reshape(-1)
+            scores, flat = cand.topk(min(k, cand.numel()))
+            parents, tokens = flat // V, flat % V
+            seqs = torch.cat([seqs[parents], tokens[:, None]], 1)
+            if step < n - 1:
+                if reorder == "keys only":
+                    for layer in cache.layers:
+                        layer.k = layer.k[parents]
+                elif reorder == "sorted":
+                    cache.reorder(parents.sort().values)
+                else:
+                    cache.reorder(parents)
+                logits, _ = model(tokens[:, None], cache=cache)
+        return seqs, scores
+    return beam_search
+
+
 BEAM_CACHE = [
+    Mutant("V = 5 hard-coded", _beams_variant(vocab=5)),
+    Mutant("keys reordered by hand, values forgotten", _beams_variant(reorder="keys only"), "cache.reorder(parents)"),
+    Mutant("reordered by the sorted parents", _beams_variant(reorder="sorted"), "in the order of the new beams"),
     Mutant("k copies, never reordered", _beams(reorder="never", start="k copies"), "not those of the sequences"),
     Mutant("one row, never reordered", _beams(reorder="never"), "still holds the prompt's one row"),
-    Mutant("reordered by token", _beams(reorder="tokens")),
-    Mutant("reordered after feeding", _beams(reorder="after")),
+    Mutant("reordered by token", _beams(reorder="tokens"), "in the order of the new beams"),
+    Mutant("reordered after feeding", _beams(reorder="after"), "in the order of the new beams"),
     Mutant("no cache: recomputes", _beams(cache=False), "use the KV cache"),
     Mutant("sequences not reordered", _beams(keep_seqs=False), "index the sequences by the parents"),
     Mutant("probabilities added", _beams(score="softmax"), "summed log-probabilities"),

@@ -129,12 +129,29 @@ def test_checkers_top_p_rule_is_hugging_faces():
         m = int(torch.randint(1, 4, (1,), generator=g))
         assert torch.equal(check._hf_top_p(x, p, m), _hf_top_p_warper(x, p, m)), (trial, x, p, m)
     for x, p, m in check._top_p_cases():  # the checker's own cases, ties and boundaries included
+        finite = x[torch.isfinite(x)]
+        if x.shape[-1] > 16 and len(finite.unique()) < len(finite):  # ties in a wide row: the warper's
+            assert torch.equal(check._hf_top_p(x, p, m), top_p_ok(x, p, m)), (x, p, m)  # order is undefined
+            continue
         assert torch.equal(check._hf_top_p(x, p, m), _hf_top_p_warper(x, p, m)), (x, p, m)
+
+
+def test_top_p_cases_are_decided_alike_in_float32_and_float64():
+    """The reference sums the mass in float64; on every case float32 arithmetic (the student's, on a
+    float32 input) decides every token the same way, so a right float32 answer cannot fail on
+    rounding; the near-boundary rows hold their crossing token within 1e-3 and 1e-4 of 1 - top_p."""
+    for x, p, m in check._top_p_cases():
+        assert torch.equal(check._hf_top_p(x, p, m), top_p_ok(x, p, m).to(x.dtype)), (x, p, m)
+        assert torch.equal(check._hf_top_p(x, p, m).isinf(), top_p_ok(x.float(), p, m).isinf()), (x, p, m)
+    near = check._near_boundary_rows(0.7)
+    tail = near.softmax(-1).sort(-1).values.cumsum(-1)[:, 5] - 0.3
+    torch.testing.assert_close(tail, torch.tensor([1e-3, -1e-3, 3e-4, -3e-4, 1e-4, -1e-4], dtype=torch.float64))
 
 
 def test_top_p_filter():
     assert check.top_p_filter(top_p_ok).passed
-    assert check.top_p_filter(_hf_top_p_warper).passed  # Hugging Face's own warper passes
+    fb = check.top_p_filter(_hf_top_p_warper)  # Hugging Face's own warper: not doing the exercise
+    assert not fb.passed and "transformers" in fb.message, fb
 
     def stub(logits, top_p, min_tokens_to_keep=1):
         raise NotImplementedError
@@ -210,14 +227,14 @@ def test_sample_loop_reference_is_the_companions_sampler():
     float32 probabilities) from the same seed, with and without its cache, on the checker's cases."""
     from companion.decoding import sample
 
-    model = check._tiny_gpt(11, 8, seed=84)
     g = torch.Generator().manual_seed(1)
-    for B, T, n, tau, top_k, top_p, seed in check._SAMPLE_CASES:
+    for ctx, B, T, n, tau, top_k, top_p, seed in check._SAMPLE_CASES:
+        model = check._tiny_gpt(11, ctx, seed=84 if ctx == 8 else 84 + ctx)
         ids = torch.randint(11, (B, T), generator=g)
         ref = check._reference_sample(model, ids, n, tau, top_k, top_p, seed=seed, dtype=torch.float32)
         for use_cache in (False, True):
             got = sample(model, ids, n, temperature=tau, top_k=top_k, top_p=top_p, use_cache=use_cache,
-                         generator=torch.Generator().manual_seed(seed))
+                         generator=check._used_generator(seed))
             assert torch.equal(got, ref), (use_cache, got, ref)
 
 
@@ -325,11 +342,11 @@ def test_cached_beam_search_references():
     than float64 rounding, so comparing tokens exactly is safe."""
     from companion.decoding import beam_search
 
-    model = check._tiny_gpt(5, 16, seed=86)
     g = torch.Generator().manual_seed(860)
-    for T, n, k in check._BEAM_CASES:
-        prompt = torch.randint(5, (T,), generator=g)
-        exhaustive = k >= 5 ** (n - 1)
+    for V, T, n, k in check._BEAM_CASES:
+        model = check._tiny_gpt(V, 16, seed=86 if V == 5 else 86 + V)
+        prompt = torch.randint(V, (T,), generator=g)
+        exhaustive = k >= V ** (n - 1)
         seqs, scores = check._brute_force(model, prompt, n, k) if exhaustive else check._uncached_beam(
             model, prompt, n, k)
         result = beam_search(model, prompt, n, k=k, use_cache=False)
@@ -348,7 +365,7 @@ def test_cached_beam_search_references():
             top, flat = cand.topk(min(k + 1, cand.numel()))
             assert bool((top[:-1] - top[1:] > 1e-7).all()), (T, n, k, top)
             top, flat = top[:k], flat[:k]
-            beams = torch.cat([beams[flat // 5], (flat % 5)[:, None]], 1)
+            beams = torch.cat([beams[flat // V], (flat % V)[:, None]], 1)
             beam_scores = top
 
 

@@ -208,7 +208,10 @@ def _hf_top_p(logits, top_p, min_tokens_to_keep=1):
     ``V <= 16``, the sizes the checks use for ties). tests/test_exercises_decoding.py compares it
     with ``TopPLogitsWarper`` on random and tied logits."""
     sorted_logits, order = torch.sort(logits, dim=-1, descending=False, stable=True)
-    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)  # (B, V): mass of it and every less probable
+    # (B, V): mass of it and every less probable, in float64 whatever the input's dtype, so that the
+    # reference's own rounding never decides a row (the checks keep every boundary they do not mean
+    # to be exact at least 1e-4 away, which float32 resolves and bfloat16 or float16 do not)
+    cumulative = sorted_logits.double().softmax(dim=-1).cumsum(dim=-1)
     remove = cumulative <= (1 - top_p)
     remove[..., -min_tokens_to_keep:] = False
     return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
@@ -236,7 +239,30 @@ def _top_p_cases():
     masked[:, ::3] = float("-inf")  # tokens already removed by top-k
     cases += [(masked, 0.7, 1), (masked, 1.0, 1)]
     cases.append((torch.randn(5, 16, generator=g) * 1.5, 0.75, 2))
+    near = _near_boundary_rows(0.7)  # the crossing token's tail mass 1e-3, 3e-4, 1e-4 from 1 - p
+    cases += [(near, 0.7, 1), (near.float(), 0.7, 1)]
+    # logits above 88: exp overflows float32 (a softmax by hand without the max shift gives inf / nan)
+    cases.append((torch.randn(2, 10, generator=g) * 2 + torch.tensor([[95.0], [300.0]]), 0.5, 1))
+    # ties among more than 16 tokens, where torch.sort without stable=True does not keep the id order
+    wide = torch.zeros(2, 24)
+    wide[1] = torch.randint(0, 3, (24,), generator=g).float()
+    cases += [(wide, 0.5, 1), (wide, 0.8, 1)]
     return cases
+
+
+def _near_boundary_rows(p, V=12):
+    """(6, V) float64 logits whose crossing token (ascending, the 6th) has a tail mass of exactly
+    ``1 - p + d`` for d = +-1e-3, +-3e-4, +-1e-4: float32 arithmetic (error ~1e-7) decides every row
+    as float64 does, bfloat16 (~4e-3) and float16 (~5e-4) get some of them wrong."""
+    g = torch.Generator().manual_seed(830)
+    rows = []
+    for d in (1e-3, 3e-4, 1e-4):
+        for sign in (1, -1):
+            w = (torch.rand(V, generator=g, dtype=torch.float64) + 0.5).sort().values
+            j = V // 2
+            probs = torch.cat([w[:j] / w[:j].sum() * (1 - p + sign * d), w[j:] / w[j:].sum() * (p - sign * d)])
+            rows.append(probs.log() + 3.0 * torch.rand(1, generator=g, dtype=torch.float64))
+    return torch.stack(rows)
 
 
 def _top_p_desc(logits, top_p, min_keep, *, strict=True, ties_low_first=True):
@@ -263,14 +289,28 @@ def _top_p_mistakes():
             return x.masked_fill(remove.scatter(-1, order, remove), inf)
         return f
 
-    def asc_rule(op=torch.le, keep="top", softmax=True):  # Hugging Face's way, with one change
+    def asc_rule(op=torch.le, keep="top", softmax=True, stable=True):  # Hugging Face's way, with one change
         def f(x, p, m):
-            s, o = torch.sort(x, dim=-1, stable=True)
+            s, o = torch.sort(x, dim=-1, stable=True) if stable else torch.sort(x, dim=-1)
             remove = op((s.softmax(-1) if softmax else s).cumsum(-1), 1 - p)
             if keep == "top":
                 remove[..., -m:] = False
             elif keep == "bottom":
                 remove[..., :m] = False
+            return x.masked_fill(remove.scatter(-1, o, remove), inf)
+        return f
+
+    def min_keep_by_value(x, p, m):  # every token tied with the m-th largest logit is protected
+        s, o = torch.sort(x, dim=-1, stable=True)
+        remove = s.softmax(-1).cumsum(-1) <= 1 - p
+        remove = remove.scatter(-1, o, remove) & (x < x.topk(m, dim=-1).values[..., -1:])
+        return x.masked_fill(remove, inf)
+
+    def low_precision(dtype):
+        def f(x, p, m):
+            s, o = torch.sort(x, dim=-1, stable=True)
+            remove = s.to(dtype).softmax(-1).cumsum(-1) <= 1 - p
+            remove[..., -m:] = False
             return x.masked_fill(remove.scatter(-1, o, remove), inf)
         return f
 
@@ -296,6 +336,18 @@ def _top_p_mistakes():
          asc_rule(keep="none")),
         ("min_tokens_to_keep protects the least probable tokens in your code: it must keep the most probable ones "
          "(the end of an ascending sort).", asc_rule(keep="bottom")),
+        ("min_tokens_to_keep keeps every token tied with the m-th largest logit: it keeps exactly "
+         "min_tokens_to_keep tokens, the last ones of the ascending (stable) sort, `remove[:, -min_tokens_to_keep:] "
+         "= False`, ties included.", min_keep_by_value),
+        ("ties among more than 16 tokens are not ordered by id: torch.sort without stable=True promises no order "
+         "for equal values (it happens to keep it for small rows only). Sort with stable=True, so that the smaller "
+         "id counts as less probable.", asc_rule(stable=False)),
+        ("your probabilities are computed in bfloat16: a row whose nucleus boundary lies within 1e-3 of top_p "
+         "gets the wrong tokens. Keep the softmax and its cumulative sum in the logits' dtype.",
+         low_precision(torch.bfloat16)),
+        ("your probabilities are computed in float16: a row whose nucleus boundary lies within 1e-4 of top_p "
+         "gets the wrong tokens. Keep the softmax and its cumulative sum in the logits' dtype.",
+         low_precision(torch.float16)),
         ("you summed the logits: the nucleus is defined by probabilities, softmax first, then the cumulative sum.",
          asc_rule(softmax=False)),
         ("you treated the batch as one distribution: each row is its own distribution, filter along the last "
@@ -306,6 +358,13 @@ def _top_p_mistakes():
         ("you kept the tokens whose own probability is at least 1 - top_p: the rule is on the *sum* of the "
          "probabilities of the tokens, sorted.", lambda x, p, m: x.masked_fill(x.softmax(-1) < 1 - p, inf)),
     ]
+
+
+def _wide_ties(x):
+    """True for a row of more than 16 tokens holding equal finite logits (torch.sort without
+    stable=True does not keep their order there)."""
+    finite = x[torch.isfinite(x)]
+    return x.shape[-1] > 16 and len(finite.unique()) < len(finite)
 
 
 def _same_filter(a, b):
@@ -320,7 +379,15 @@ def top_p_filter(my_top_p) -> None:
     ties and ``min_tokens_to_keep`` exactly as there. Compared with :func:`_hf_top_p`."""
     cases, answers = _top_p_cases(), []
     for x, p, m in cases:
-        got = my_top_p(x.clone(), p, m) if m != 1 else my_top_p(x.clone(), p)
+        with rules.watch() as seen:
+            got = my_top_p(x.clone(), p, m) if m != 1 else my_top_p(x.clone(), p)
+        if seen.used_module("transformers"):
+            hint("your code calls Hugging Face's transformers (its TopPLogitsWarper): the exercise is to write the "
+                 "filter yourself, with torch.")
+        if seen.used_module("companion.decoding"):
+            hint("your code runs companion.decoding, the course's own filter (whose rule differs at ties and "
+                 "ignores min_tokens_to_keep): the exercise is to write the filter yourself, with Hugging Face's "
+                 "rule.")
         if isinstance(got, tuple) and got and isinstance(got[0], torch.Tensor):
             hint("return one tensor, the filtered logits, not a tuple (torch.sort returns a pair: values and "
                  "indices).")
@@ -332,14 +399,24 @@ def top_p_filter(my_top_p) -> None:
                  f"{tuple(got.shape)}).", generic=True)
         if got.is_complex() or not got.is_floating_point():
             hint(f"return floating-point logits, like the input (got dtype {got.dtype}).")
+        if got.dtype != x.dtype:
+            hint(f"the logits came back as {got.dtype} for an input of dtype {x.dtype}: the nucleus must stay "
+                 "unchanged, so keep the input's dtype (filter `logits` itself, do not convert it).")
         answers.append(got)
     rights = [_hf_top_p(x, p, m) for x, p, m in cases]
     if all(_same_filter(got, right) for got, right in zip(answers, rights)):
         passed("the nucleus of every row, with Hugging Face's boundary (the crossing token stays), its ties and "
                "min_tokens_to_keep.")
     for message, wrong in _top_p_mistakes():
-        if all(_same_filter(got, wrong(x, p, m)) for got, (x, p, m) in zip(answers, cases)):
+        # a mistake made with an unstable sort still gets its hint: rows of more than 16 tied tokens,
+        # where such a sort scrambles ties, are left out, except for the unstable sort's own hint
+        if all(_same_filter(got, wrong(x, p, m)) for got, (x, p, m) in zip(answers, cases)
+               if "stable=True" in message or not _wide_ties(x)):
             hint(message)
+    wrong_rows = [i for i, (got, right) in enumerate(zip(answers, rights)) if not _same_filter(got, right)]
+    if all(float(cases[i][0].max()) > 88 for i in wrong_rows):
+        hint("a row of large logits (above 88) goes wrong: exp overflows to inf there (and inf / inf is nan). "
+             "Use torch.softmax, which subtracts each row's largest logit before exp.")
     for got, right, (x, p, m) in zip(answers, rights, cases):
         if _same_filter(got, right):
             continue
@@ -348,7 +425,7 @@ def top_p_filter(my_top_p) -> None:
             hint("you returned probabilities: return the filtered *logits* (-inf outside the nucleus); the softmax "
                  "comes later.")
         same_kept = got.dtype == right.dtype and torch.equal(got[keep], right[keep])
-        if same_kept and bool((got[~keep] == 0).all()):
+        if same_kept and bool((got[~keep] == 0).all()) and not bool((x[~keep] == 0).all()):
             hint("you set the removed logits to 0, but exp(0) = 1: they keep some probability. Use float('-inf').")
         if same_kept and bool(torch.isnan(got[~keep]).all()):
             hint("you filled the removed logits with NaN: a softmax over a row with NaN is NaN everywhere. Use "
@@ -378,6 +455,7 @@ class _Proxy(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
         self.model, self.config, self.calls = model, model.config, 0
+        self.eval()  # as the model given: a loop that calls model.train() shows in self.training
 
     def forward(self, ids, *args, **kwargs):
         self.calls += 1
@@ -405,11 +483,20 @@ def _tiny_gpt(vocab_size, context_length, seed):
     return _TINY_GPTS[key]
 
 
+def _used_generator(seed):
+    """A generator seeded with ``seed`` that has already drawn: its state is not its seed's, so that a
+    loop that reseeds it (or torch's global generator) from ``initial_seed()`` draws other tokens."""
+    g = torch.Generator().manual_seed(seed)
+    torch.rand(3 + seed % 5, generator=g)
+    return g
+
+
 def _reference_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, seed=0, *, crop=True,
                       temperature_at="logits", order="k then p", position=-1, draw="multinomial", dtype=None,
-                      append=True):
-    """The reference loop, and its variants (selected by the keyword arguments)."""
-    g = torch.Generator().manual_seed(seed)
+                      append=True, generator=None):
+    """The reference loop, and its variants (selected by the keyword arguments). It draws from
+    ``generator`` (advanced in place) when given, else from :func:`_used_generator` ``(seed)``."""
+    g = generator if generator is not None else _used_generator(seed)
     ctx = model.config.context_length
     with torch.no_grad():
         for _ in range(n):
@@ -432,6 +519,9 @@ def _reference_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, se
                 logits = steps["p"](logits)
             elif order == "no p":
                 logits = steps["k"](logits)
+            elif order == "p keeps k":  # top_k passed to top-p as min_tokens_to_keep
+                logits = steps["k"](logits)
+                logits = _hf_top_p(logits, top_p, top_k or 1) if top_p is not None else logits
             probs = logits.softmax(-1)
             if dtype is not None:
                 probs = probs.to(dtype)
@@ -447,11 +537,12 @@ _OWN_DECODERS = ("the values may be right, but your code runs companion.decoding
                  "exercise is to write the loop yourself (the model given is the only companion code to call).")
 
 
-_SAMPLE_CASES = [  # (B, T, n, temperature, top_k, top_p, seed): 3 x 3 + 12 steps, past the window of 8
-    (3, 3, 12, 0.7, None, None, 1),
-    (4, 2, 10, 1.6, 5, None, 2),
-    (3, 4, 9, 0.8, None, 0.6, 3),
-    (4, 3, 11, 1.3, 6, 0.7, 4),
+_SAMPLE_CASES = [  # (context length, B, T, n, temperature, top_k, top_p, seed): past the window of 8 (or 6)
+    (8, 3, 3, 12, 0.7, None, None, 1),
+    (8, 4, 2, 10, 1.6, 5, None, 2),
+    (8, 3, 4, 9, 0.8, None, 0.6, 3),
+    (8, 4, 3, 11, 1.3, 6, 0.7, 4),
+    (6, 4, 2, 10, 0.9, 4, 0.75, 5),  # another window (a loop that hard-codes 8 goes wrong), a nucleus wider than top_k
 ]
 
 
@@ -460,16 +551,21 @@ def sample_loop(my_sample) -> None:
     """``my_sample(model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None)``:
     (B, T) -> (B, T + n). Compared token for token with :func:`_reference_sample` under the same
     seed (the exercise fixes the draw, ``torch.multinomial(probs, 1, generator=generator)`` once
-    per step); the model is a random GPT whose window (8) the loop outgrows."""
-    model = _tiny_gpt(11, 8, seed=84)
+    per step); the models are random GPTs whose windows (8, then 6) the loop outgrows. The generator
+    handed over has already drawn (:func:`_used_generator`): the loop must draw from it as it is,
+    advance it exactly as the reference does, and leave torch's global generator alone."""
     g = torch.Generator().manual_seed(840)
-    for B, T, n, tau, top_k, top_p, seed in _SAMPLE_CASES:
+    suspects, deferred = None, None  # the variants that explain every wrong case so far; a generic hint
+    for ctx, B, T, n, tau, top_k, top_p, seed in _SAMPLE_CASES:
+        model = _tiny_gpt(11, ctx, seed=84 if ctx == 8 else 84 + ctx)
         ids = torch.randint(11, (B, T), generator=g)
         proxy = _Proxy(model)
         kwargs = dict(temperature=tau, top_k=top_k, top_p=top_p)
+        generator = _used_generator(seed)
+        global_state = torch.get_rng_state()
         try:
             with rules.watch() as seen:  # the model is the companion's; its decoders must not run
-                got = my_sample(proxy, ids.clone(), n, generator=torch.Generator().manual_seed(seed), **kwargs)
+                got = my_sample(proxy, ids.clone(), n, generator=generator, **kwargs)
             if seen.used_module("companion.decoding"):
                 hint(_OWN_DECODERS)
         except Exception as exc:  # the student's own error: name the common ones, else report it
@@ -483,6 +579,18 @@ def sample_loop(my_sample) -> None:
                 hint("torch.multinomial was given negative or infinite weights: you sampled from the logits. "
                      "Turn them into probabilities with a softmax first.")
             raise
+        finally:
+            reseeded = not torch.equal(torch.get_rng_state(), global_state)
+            torch.set_rng_state(global_state)
+            trained = proxy.training or model.training
+            proxy.eval()  # the model is shared by every check: back to evaluation mode
+        if trained:
+            hint("your loop put the model in training mode (model.train()): dropout would then change its "
+                 "predictions at random. Sampling runs the model as it is given, in evaluation mode.")
+        if reseeded:
+            hint("your loop changed torch's global random state (torch.manual_seed, or a draw without the "
+                 "generator): draw only from the generator you are given, "
+                 "torch.multinomial(probs, 1, generator=generator), and do not reseed anything.")
         got = require_tensor(got, f"token ids of shape (B, T + n) = {(B, T + n)}")
         if tuple(got.shape) != (B, T + n):
             if tuple(got.shape) == (B, n):
@@ -495,13 +603,26 @@ def sample_loop(my_sample) -> None:
             hint(f"return integer token ids (dtype torch.long), got dtype {got.dtype}.")
         if not torch.equal(got[:, :T], ids):
             hint("the first T columns must be the prompt `ids`, unchanged.")
-        right = _reference_sample(model, ids, n, **kwargs, seed=seed)
+        right_generator = _used_generator(seed)
+        right = _reference_sample(model, ids, n, **kwargs, seed=seed, generator=right_generator)
         if torch.equal(got, right) or torch.equal(got, _reference_sample(model, ids, n, **kwargs, seed=seed,
                                                                           dtype=torch.float32)):
             if proxy.calls != n:
                 hint(f"the model was called {proxy.calls} times for {n} tokens: one call per new token.")
+            # (the grader runs the loop in another process, on a copy of the generator: not checked there)
+            if not rules.is_remote(my_sample) and not torch.equal(generator.get_state(),
+                                                                  right_generator.get_state()):
+                hint("the tokens are right, but the generator you were given did not advance as one draw per step "
+                     "advances it: draw exactly once per step, torch.multinomial(probs, 1, generator=generator), "
+                     "and do not reseed or replace the generator.")
             continue
-        again = my_sample(_Proxy(model), ids.clone(), n, generator=torch.Generator().manual_seed(seed), **kwargs)
+        restarted = _reference_sample(model, ids, n, **kwargs, generator=torch.Generator().manual_seed(seed))
+        if torch.equal(got, restarted):
+            hint("your tokens are those of a generator started afresh from its seed: the generator you are given "
+                 "may have drawn before. Draw from it as it is, torch.multinomial(probs, 1, generator=generator), "
+                 "without reseeding it (or torch) from generator.initial_seed().")
+        again = my_sample(_Proxy(model), ids.clone(), n, generator=_used_generator(seed), **kwargs)
+        torch.set_rng_state(global_state)
         if not torch.equal(again, got):
             hint("two runs with the same seeded generator gave different tokens: pass it to every draw, "
                  "torch.multinomial(probs, 1, generator=generator).")
@@ -523,15 +644,29 @@ def sample_loop(my_sample) -> None:
                                      "returned, so that the nucleus is measured on probabilities renormalised over "
                                      "the tokens left."),
             (dict(order="no k"), "top_k has no effect: keep only the top_k largest logits when top_k is given."),
-            (dict(order="no p"), "top_p has no effect: apply your my_top_p when top_p is given."),
+            (dict(order="p keeps k"), "top-p removes nothing after top-k in your loop: you passed top_k as "
+                                      "my_top_p's min_tokens_to_keep, which then keeps every token top-k left. "
+                                      "Call my_top_p(logits, top_p), with its default min_tokens_to_keep=1."),
+            (dict(order="no p"), "top_p changed nothing in your samples: apply my_top_p(logits, top_p) to the "
+                                 "logits top-k left, when top_p is given (with min_tokens_to_keep=1, its default)."),
         ]
-        for flags, message in variants:
-            if torch.equal(got, _reference_sample(model, ids, n, **kwargs, seed=seed, **flags)):
-                hint(message)
-        hint(f"with temperature={tau}, top_k={top_k}, top_p={top_p} the tokens differ from the reference loop "
-             f"under the same seed: {first_difference(got, right, 'tokens')}. Each step: crop, last position's "
-             "logits / temperature, top-k, top-p, softmax, one torch.multinomial(probs, 1, generator=generator) "
-             "for the whole batch, append.", generic=True)
+        # a variant's hint only when it alone explains every case that went wrong so far (two variants
+        # may draw the same tokens on one case; a later case tells them apart)
+        matched = [message for flags, message in variants
+                   if torch.equal(got, _reference_sample(model, ids, n, **kwargs, seed=seed, **flags))]
+        suspects = matched if suspects is None else [m for m in suspects if m in matched]
+        if len(suspects) == 1:
+            hint(suspects[0])
+        generic = (f"with temperature={tau}, top_k={top_k}, top_p={top_p} the tokens differ from the reference "
+                   f"loop under the same seed: {first_difference(got, right, 'tokens')}. Each step: crop, last "
+                   "position's logits / temperature, top-k, top-p, softmax, one torch.multinomial(probs, 1, "
+                   "generator=generator) for the whole batch, append.")
+        if len(suspects) > 1:
+            deferred = deferred or generic
+            continue
+        hint(deferred or generic, generic=True)
+    if deferred:  # the variants left explain every case: the first of them (they agree on all of them)
+        hint(suspects[0]) if suspects else hint(deferred, generic=True)
     passed("temperature, top-k and top-p in the right order, one seeded draw per step, and a window that "
            "slides: the same tokens as the reference loop.")
 
@@ -645,10 +780,17 @@ def cached_attention(my_cached_attention) -> None:
 
 # ------------------------------------------------------------------------------- Exercise 8.6
 class _WatchedCache:
-    """The GPT's cache, handed to the student: writes every ``reorder`` into its owner's log."""
+    """The GPT's cache, handed to the student: writes every ``reorder`` into its owner's log, and
+    offers everything else the real cache has (``layers``, ...) as it is, so that code written for
+    the GPT's cache runs on it unchanged."""
 
     def __init__(self, cache, owner):
         self._cache, self._owner = cache, owner
+
+    def __getattr__(self, name):  # only for what is not defined here: the real cache's attributes
+        if name.startswith("__") or name in ("_cache", "_owner"):
+            raise AttributeError(name)
+        return getattr(self._cache, name)
 
     def reorder(self, index):
         self._owner.note("reorder", ",".join(str(int(i)) for i in torch.as_tensor(index).flatten().tolist()))
@@ -757,11 +899,12 @@ def _cached_no_reorder(model, prompt, n, k):
     return seqs, scores
 
 
-_BEAM_CASES = [  # (prompt length, n new tokens, k): k = V ** (n - 1) is exhaustive, k = 1 is greedy
-    (4, 5, 3),
-    (3, 3, 25),
-    (2, 4, 1),
-    (5, 6, 4),
+_BEAM_CASES = [  # (V, prompt length, n new tokens, k): k = V ** (n - 1) is exhaustive, k = 1 is greedy
+    (5, 4, 5, 3),
+    (5, 3, 3, 25),
+    (5, 2, 4, 1),
+    (5, 5, 6, 4),
+    (7, 3, 4, 5),  # another vocabulary: code that hard-codes V = 5 goes wrong here
 ]
 
 
@@ -795,10 +938,10 @@ def cached_beam_search(my_beam_search) -> None:
     ``V ** n`` continuation scored without a cache, where ``k`` covers every prefix) and with beam
     search without a cache; the calls must feed the prompt once, then only the new tokens, and
     reorder the cache to the surviving beams."""
-    model = _tiny_gpt(5, 16, seed=86)
     g = torch.Generator().manual_seed(860)
-    for T, n, k in _BEAM_CASES:
-        prompt = torch.randint(5, (T,), generator=g)
+    for V, T, n, k in _BEAM_CASES:
+        model = _tiny_gpt(V, 16, seed=86 if V == 5 else 86 + V)
+        prompt = torch.randint(V, (T,), generator=g)
         proxy = _CachedProxy(model)
         try:
             with rules.watch() as seen:  # the model is the companion's; its decoders must not run
@@ -812,11 +955,16 @@ def cached_beam_search(my_beam_search) -> None:
                 hint("the cache still holds the prompt's one row while you feed k beams: after choosing the "
                      "beams, call cache.reorder(parents) (the row of each new beam's parent), then feed their "
                      "new tokens.")
+            if isinstance(error, RuntimeError) and "Sizes of tensors must match" in str(error) and not any(
+                    e == "reorder" for e, _ in proxy.log):
+                hint("the cache's rows do not match the beams you feed (its keys and values hold other rows than "
+                     "your beams): after choosing the beams, call cache.reorder(parents), which reorders every "
+                     "layer's keys and values together, then feed the new tokens.")
             raise
         seqs, scores = _as_beams(out, k, T, n)
         if not torch.equal(seqs[:, :T], prompt.expand(k, T)):
             hint("every sequence must start with the prompt, unchanged.")
-        right_seqs, right_scores = (_brute_force(model, prompt, n, k) if k >= 5 ** (n - 1)
+        right_seqs, right_scores = (_brute_force(model, prompt, n, k) if k >= V ** (n - 1)
                                     else _uncached_beam(model, prompt, n, k))
         true_scores = _log_probs_of(model, seqs, T)  # what the student's sequences really score
         calls = [a for e, a in proxy.log if e == "call"]
@@ -855,12 +1003,17 @@ def cached_beam_search(my_beam_search) -> None:
                      "cache holds the keys and values of beam b's parent, then feed the new tokens.")
             if close(scores, true_scores.exp(), rtol=1e-6) or bool((scores > 0).any()):
                 hint("the scores should be summed log-probabilities (log_softmax), not probabilities or logits.")
+            hint("the scores you return are not the summed log-probabilities of the sequences you return (scored "
+                 "without a cache). Either the cache's rows do not follow the beams (once per step, before feeding "
+                 "the new tokens, call cache.reorder(parents) with the parents in the order of the new beams, so "
+                 "that row b holds beam b's parent), or the scores are not summed right (each is its parent's "
+                 "score plus the log_softmax of its new token).")
         if close(scores, true_scores, rtol=1e-6, atol=1e-5) and bool((scores[1:] > scores[:-1] + 1e-12).any()):
             hint("list the sequences best first (highest score first).")
         if torch.equal(seqs, right_seqs) and not ok_scores:
             hint("the right sequences, but wrong scores: each is the sum of the log-probabilities of the n new "
                  "tokens.")
-        what = "the exact best k of all continuations" if k >= 5 ** (n - 1) else "beam search without a cache"
+        what = "the exact best k of all continuations" if k >= V ** (n - 1) else "beam search without a cache"
         hint(f"for a prompt of {T} tokens, n={n}, k={k} the beams differ from {what}: "
              f"{first_difference(seqs, right_seqs, 'seqs')}.", generic=True)
     passed("the prompt fed once, then one token per beam, with the cache reordered to the surviving beams: the "
