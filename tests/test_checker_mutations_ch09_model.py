@@ -183,6 +183,81 @@ def _decoder_output(model, src, tgt):
     return logits @ torch.linalg.pinv(model.tgt_emb.weight.T)  # (B, T, d): forgot the head
 
 
+def _detached_memory(model, src, tgt):
+    """Right values, but memory.detach(): no gradient reaches the encoder or src_emb (red team)."""
+    d = model.config.d_model
+    keep = src != model.config.pad_id
+    h = model.src_emb(src) * math.sqrt(d) + sinusoidal_encoding(src.shape[1], d)
+    for block in model.encoder.blocks:
+        h = block(h, key_mask=keep)
+    memory = model.encoder.norm(h).detach()
+    g = model.tgt_emb(tgt) * math.sqrt(d) + sinusoidal_encoding(tgt.shape[1], d)
+    for block in model.decoder.blocks:
+        g = block(g, memory, is_causal=True, memory_key_mask=keep)
+    return model.head(model.decoder.norm(g))
+
+
+def _encoder_no_grad(model, src, tgt):
+    """Right values, the encoder under torch.no_grad(): no encoder weight trains (red team)."""
+    d = model.config.d_model
+    keep = src != model.config.pad_id
+    with torch.no_grad():
+        memory = model.encoder(model.src_emb(src) * math.sqrt(d) + sinusoidal_encoding(src.shape[1], d),
+                               key_mask=keep)
+    g = model.tgt_emb(tgt) * math.sqrt(d) + sinusoidal_encoding(tgt.shape[1], d)
+    return model.head(model.decoder(g, memory, memory_key_mask=keep))
+
+
+def _detached_source_embeddings(model, src, tgt):
+    """Right values, model.src_emb(src).detach(): the source table never trains (red team)."""
+    d = model.config.d_model
+    keep = src != model.config.pad_id
+    memory = model.encoder(model.src_emb(src).detach() * math.sqrt(d) + sinusoidal_encoding(src.shape[1], d),
+                           key_mask=keep)
+    g = model.tgt_emb(tgt) * math.sqrt(d) + sinusoidal_encoding(tgt.shape[1], d)
+    return model.head(model.decoder(g, memory, memory_key_mask=keep))
+
+
+def _scales_tables_once(model, src, tgt):
+    """Multiplies the embedding tables by sqrt(d) in place and never restores them: right once (red team)."""
+    d = model.config.d_model
+    with torch.no_grad():
+        model.src_emb.weight.mul_(math.sqrt(d))
+        model.tgt_emb.weight.mul_(math.sqrt(d))
+    keep = src != model.config.pad_id
+    memory = model.encoder(model.src_emb(src) + sinusoidal_encoding(src.shape[1], d), key_mask=keep)
+    g = model.decoder(model.tgt_emb(tgt) + sinusoidal_encoding(tgt.shape[1], d), memory, memory_key_mask=keep)
+    return g @ model.tgt_emb.weight.T / math.sqrt(d)
+
+
+def _scales_and_restores(model, src, tgt):
+    """Scales the tables in place and divides them back: the weights drift by rounding (red team's variant)."""
+    d = model.config.d_model
+    with torch.no_grad():
+        model.src_emb.weight.mul_(math.sqrt(d))
+        model.tgt_emb.weight.mul_(math.sqrt(d))
+    keep = src != model.config.pad_id
+    memory = model.encoder(model.src_emb(src) + sinusoidal_encoding(src.shape[1], d), key_mask=keep)
+    g = model.decoder(model.tgt_emb(tgt) + sinusoidal_encoding(tgt.shape[1], d), memory, memory_key_mask=keep)
+    out = g @ (model.tgt_emb.weight / math.sqrt(d)).T
+    with torch.no_grad():
+        model.src_emb.weight.div_(math.sqrt(d) ** 0.5)
+        model.tgt_emb.weight.div_(math.sqrt(d) ** 0.5)
+    return out
+
+
+def _nan_at_padding(model, src, tgt):
+    """Right at the real target positions, NaN at the padded ones: NaN gradients in training."""
+    out = my_seq2seq_forward(model, src, tgt)
+    return out.masked_fill((tgt == model.config.pad_id)[..., None], float("nan"))
+
+
+def _tail_grad_scaled(model, src, tgt):
+    """Right values, but the decoder's last norm gets twice its gradient (a straight-through trick gone wrong)."""
+    out = my_seq2seq_forward(model, src, tgt)
+    return out + (out - out.detach())
+
+
 FORWARD = [Mutant(variant, _forward(variant=variant), words) for variant, words in [
     ("no scale", "sqrt(d_model)"), ("scale after", "(E[x] + P) * sqrt(d)"), ("scale d", "not d_model"),
     ("no positions", "positions are missing"), ("positions from 1", "start at 0"),
@@ -198,6 +273,13 @@ FORWARD = [Mutant(variant, _forward(variant=variant), words) for variant, words 
     Mutant("detached", _detached, "no gradient"),
     Mutant("returns a tuple", _tuple, "not a tuple"),
     Mutant("the decoder's output", _decoder_output, "apply model.head"),
+    Mutant("memory detached", _detached_memory, "no gradient reaches model.src_emb, model.encoder"),
+    Mutant("encoder under no_grad", _encoder_no_grad, "no gradient reaches model.src_emb, model.encoder"),
+    Mutant("source embeddings detached", _detached_source_embeddings, "no gradient reaches model.src_emb:"),
+    Mutant("tables scaled in place, once", _scales_tables_once, "changed the model's src_emb.weight in place"),
+    Mutant("tables scaled in place and back", _scales_and_restores, "in place"),
+    Mutant("NaN at the padded positions", _nan_at_padding, "NaN or infinite"),
+    Mutant("gradients doubled", _tail_grad_scaled, "gradient that reaches"),
 ]
 
 
@@ -263,6 +345,9 @@ GREEDY = [Mutant(variant, _greedy(variant), words) for variant, words in [
     Mutant("sampling", _sampling),
     Mutant("a list of lists", _lists, "not a list"),
     Mutant("float ids", lambda *a: my_greedy_translate(*a).float(), "LongTensor"),
+    Mutant("bos hard-coded 1", lambda m, s, b, e, n: my_greedy_translate(m, s, 1, e, n), "bos_id you are given"),
+    Mutant("eos hard-coded 2", _greedy("eos 2"), "eos_id you are given"),
+    Mutant("pad hard-coded 0", _greedy("pad 0"), "model.config.pad_id"),
 ]
 
 EXERCISES = [

@@ -132,6 +132,25 @@ def probabilities(texts, prefix):
     return {c: n / total for c, n in counts.items()} if total else {}
 
 
+def regex_unescaped(texts, prefix):
+    """The prefix used as a pattern without re.escape: '.' matches any character, '(' or '?' break it
+    (red team)."""
+    counts = Counter()
+    for text in texts:
+        for m in re.finditer("(?=" + prefix + "(.))", text, flags=re.S):
+            counts[m.group(1)] += 1
+    return counts
+
+
+def regex_unescaped_safe(texts, prefix):
+    """The same, falling back to plain search where the pattern does not compile: only '.' shows."""
+    try:
+        re.compile(prefix)
+    except re.error:
+        return right_find(texts, prefix)
+    return regex_unescaped(texts, prefix)
+
+
 WRONG = [
     (finditer, "overlap"),
     (joined, "inside one text"),
@@ -148,6 +167,8 @@ WRONG = [
     (stripped, None),
     (no_whitespace, None),
     (probabilities, "counts (ints)"),
+    (regex_unescaped, None),  # raises re.error on "(": the report of its own exception
+    (regex_unescaped_safe, None),
 ]
 
 

@@ -109,8 +109,44 @@ def forward_with_pos_module(model, src, tgt):
     return model.decoder.norm(g) @ model.tgt_emb.weight.T
 
 
+def forward_with_stacks(model, src, tgt):
+    """Right too: the stacks model.encoder(...) and model.decoder(...) (blocks and final norm inside),
+    which the text does not ban; the embeddings, scale, positions, masks and head are still written."""
+    d = model.config.d_model
+    keep = src != model.config.pad_id
+    memory = model.encoder(model.src_emb(src) * math.sqrt(d) + sinusoidal_encoding(src.shape[1], d), key_mask=keep)
+    g = model.tgt_emb(tgt) * math.sqrt(d) + sinusoidal_encoding(tgt.shape[1], d)
+    return model.head(model.decoder(g, memory, memory_key_mask=keep))
+
+
+def forward_with_target_key_mask(model, src, tgt):
+    """Right too: the padded target keys masked as well. Targets are padded on the right, so with the
+    causal mask only the padded positions change, and the loss ignores those."""
+    d = model.config.d_model
+    keep = src != model.config.pad_id
+    memory = model.encoder(model.src_emb(src) * math.sqrt(d) + sinusoidal_encoding(src.shape[1], d), key_mask=keep)
+    g = model.tgt_emb(tgt) * math.sqrt(d) + sinusoidal_encoding(tgt.shape[1], d)
+    tk = tgt != model.config.pad_id
+    return model.head(model.decoder(g, memory, key_mask=tk, memory_key_mask=keep))
+
+
+def test_forward_checks_padded_targets_at_their_real_positions():
+    """The check's targets end in padding (as a teacher-forced batch does); a target key mask changes
+    the logits there, and only there: the check compares the positions the loss counts."""
+    shape = dict(vocab_size=13, context_length=16, d_model=8, n_heads=2, n_encoder_layers=2, n_decoder_layers=2,
+                 d_ff=16)
+    model, src, tgt = check._forward_case(93, (7, 4, 2), 5, 0, t_lens=(5, 3, 4), **shape)
+    real = tgt != 0
+    assert not bool(real.all())
+    with torch.no_grad():
+        plain, masked = forward_ok(model, src, tgt), forward_with_target_key_mask(model, src, tgt)
+    assert not torch.allclose(plain[~real], masked[~real], atol=1e-4)
+    torch.testing.assert_close(plain[real], masked[real], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(masked, model(src, tgt, tgt_key_mask=real)[0], rtol=1e-4, atol=1e-5)
+
+
 def test_forward_right_answers_pass():
-    for fn in (forward_ok, forward_with_pos_module):
+    for fn in (forward_ok, forward_with_pos_module, forward_with_stacks, forward_with_target_key_mask):
         fb = check.seq2seq_forward(fn)
         assert fb.passed, fb
 
@@ -212,6 +248,10 @@ def test_greedy_cases_are_worth_checking():
     model, src, bos, eos, n = check._random_greedy_case()
     rows = [check._greedy_alone(model, row[row != 3], bos, eos, n) for row in src]
     assert any(r[-1] != eos for r in rows)  # a row that never ends
+    model, src, bos, eos, n = check._other_ids_greedy_case()
+    assert (bos, eos) != (1, 2)  # ids given as arguments, not hard-coded
+    rows = [check._greedy_alone(model, row[row != 0], bos, eos, n) for row in src]
+    assert any(r[-1] != eos for r in rows) and any(2 in r for r in rows)
 
 
 def test_greedy_variants_all_differ_somewhere():

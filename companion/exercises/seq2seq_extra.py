@@ -8,8 +8,9 @@ The chapter imports this module as ``check``, so that one module serves the whol
 grader's registry wants one per chapter). The check of 9.7 recognizes the classic slips:
 occurrences that may not overlap (``re.finditer``, ``str.count``), the texts joined into one (an
 occurrence across two texts), the character one place off, the prefix's own last character, an
-occurrence at the end of a text counted, the counts dropped (a set or a list), and the caller's
-list changed.
+occurrence at the end of a text counted, the counts dropped (a set or a list), the caller's list
+changed, and a prefix used as a regular expression without ``re.escape`` (the cases hold ``.``, ``(``
+and ``?``).
 """
 from __future__ import annotations
 
@@ -81,6 +82,9 @@ def _cases():
         (["a b\ta\nb"], "a"),  # whitespace is a character like any other
         (["ab ", " ab\n", "a b"], "b"),  # ... at the ends of a text too
         (["a b a b"], " "),
+        (["a.bxaxc", "ya.", "a+b"], "a."),  # regex metacharacters are plain characters: 'ax' is no 'a.'
+        (["f(x) = (x+1)", "(("], "("),
+        (["a?b", "ab?", "b"], "?"),
     ]
     rng = random.Random(9)
     for _ in range(12):

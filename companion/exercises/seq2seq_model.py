@@ -6,7 +6,12 @@
   (``norm_first=False``) with the same weights, in evaluation mode and, with dropout masks fixed
   in advance, in training mode;
 * Exercise 9.3 :func:`seq2seq_forward` — the encoder-decoder's forward pass from its parts,
-  checked against :class:`~companion.seq2seq.Seq2SeqTransformer` itself given the same weights;
+  checked against :class:`~companion.seq2seq.Seq2SeqTransformer` itself given the same weights:
+  the logits at every target position that is not padding (the targets end in padding, as a
+  teacher-forced batch does; the loss ignores those positions), the gradient of every parameter
+  (of a fixed random linear function of those logits), and the weights left unchanged, a second
+  call giving the same logits. The stacks ``model.encoder(...)`` and ``model.decoder(...)`` are
+  allowed (the text bans only ``model(...)``, ``encode``, ``decode`` and ``embed_*``);
 * Exercise 9.5 :func:`batched_greedy` — greedy decoding of a padded batch of sources, each row
   stopping at its own ``</s>``, checked against decoding each source alone, unpadded, with a
   plain loop over the model's forward pass.
@@ -15,9 +20,11 @@ They recognize the classic slips: pre-norm instead of post-norm, a missing resid
 mask forgotten or put on cross-attention, a padding mask forgotten or inverted, cross-attention
 reading its keys and values from the decoder, dropout active at evaluation or misplaced in
 training; embeddings without ``sqrt(d_model)`` or positions, the source padding mask forgotten,
-a final LayerNorm skipped, the wrong table as the head; rows that do not stop at ``</s>``, a
+a final LayerNorm skipped, the wrong table as the head, a graph cut before some weights (``detach``,
+``torch.no_grad()``), weights changed in place; rows that do not stop at ``</s>``, a
 batch that stops at the first row's ``</s>`` or runs on after the last, padding with the wrong
-token, the source padding mask left out of cross-attention while decoding.
+token, the source padding mask left out of cross-attention while decoding, ``<s>``, ``</s>`` or ``<pad>``
+hard-coded (one case has ``bos_id=5``, ``eos_id=4``, another ``pad_id=3``).
 """
 from __future__ import annotations
 
@@ -344,7 +351,9 @@ def _ids(g, shape, vocab, avoid):
     return torch.where(ids == avoid, torch.full_like(ids, vocab - 1 if avoid != vocab - 1 else 3), ids)
 
 
-def _forward_case(seed, lens, T, pad_id, **shape):
+def _forward_case(seed, lens, T, pad_id, t_lens=None, **shape):
+    """A model, sources padded on the right to the lengths ``lens`` and decoder inputs ``<s> ...`` of
+    width ``T``, padded on the right too where ``t_lens`` says (as in a batch from teacher forcing)."""
     model = _tiny_seq2seq(seed, pad_id=pad_id, **shape)
     g = torch.Generator().manual_seed(seed)
     V, S = shape["vocab_size"], max(lens)
@@ -353,6 +362,8 @@ def _forward_case(seed, lens, T, pad_id, **shape):
         src[b, n:] = pad_id  # padded on the right
     tgt = _ids(g, (len(lens), T), V, pad_id)
     tgt[:, 0] = 1  # <s>
+    for b, n in enumerate(t_lens or ()):
+        tgt[b, n:] = pad_id  # a shorter target: padding after its last real token
     return model, src, tgt
 
 
@@ -429,18 +440,92 @@ _FORWARD_MISTAKES = [
 _FORWARD_NAMES = ("forward", "encode", "decode", "embed_source", "embed_target", "_encode", "conditioned_on")
 
 
+def _at_real(t, real):
+    """``t`` with the logits of the padded target positions set to 0: the loss ignores those positions
+    (their target is padding too), and a mask on the padded target keys changes only them."""
+    return torch.where(real[..., None], t, torch.zeros((), dtype=t.dtype))
+
+
+def _same_at_real(got, want, real):
+    return (isinstance(got, torch.Tensor) and got.shape == want.shape and not got.is_complex()
+            and close(_at_real(got, real), _at_real(want, real), rtol=1e-4, atol=1e-5))
+
+
+def _snapshot(model):
+    return {name: t.detach().clone() for name, t in [*model.named_parameters(), *model.named_buffers()]}
+
+
+def _changed(model, before):
+    """The first parameter or buffer of ``model`` that no longer equals its snapshot, or None."""
+    now = dict([*model.named_parameters(), *model.named_buffers()])
+    for name, old in before.items():
+        new = now.get(name)
+        if not isinstance(new, torch.Tensor) or new.shape != old.shape or not torch.equal(new.detach(), old):
+            return name
+    return None
+
+
+def _gradients(model, run, weight):
+    """``run()``'s output and the gradient of ``sum(weight * output)`` for every parameter of ``model``
+    (None where none arrives): a fixed random linear function of the logits, zero at the padded
+    target positions, like the loss."""
+    model.zero_grad(set_to_none=True)
+    try:
+        with torch.enable_grad():
+            out = run()
+            if not isinstance(out, torch.Tensor) or not out.requires_grad or out.shape != weight.shape:
+                return out, None
+            (out * weight.to(out.dtype)).sum().backward()
+        return out, {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()}
+    finally:
+        model.zero_grad(set_to_none=True)
+
+
+def _module_of(name):
+    return "model." + name.rsplit(".", 1)[0]
+
+
+def _compare_gradients(got, want):
+    """A hint if a parameter that the reference's loss reaches gets no gradient or another one."""
+    reached = [n for n, g in want.items() if g is not None and bool(g.abs().max() > 0)]
+    missing = [n for n in reached if got.get(n) is None or not bool(got[n].abs().max() > 0)]
+    if missing:
+        groups = {}  # top-level module -> its parameters that get no gradient
+        for name in missing:
+            groups.setdefault(name.split(".")[0], []).append(name)
+        parts = []
+        for top, names in groups.items():
+            every = [n for n in reached if n.split(".")[0] == top]
+            parts.append(f"model.{top}" if len(names) == len(every) else
+                         f"part of model.{top} ({', '.join(_module_of(n) for n in names[:2])}"
+                         f"{' ...' if len(names) > 2 else ''})")
+        where = ", ".join(parts)
+        hint(f"the values are right, but no gradient reaches {where}: torch.no_grad(), .detach() or .item() "
+             "cut the graph there, and those weights would never train with your forward pass.")
+    for name in reached:
+        g, w = got[name], want[name]
+        if g.shape != w.shape or not close(g, w, rtol=1e-3, atol=1e-5 + 1e-4 * float(w.abs().max())):
+            hint(f"the values are right, but the gradient that reaches {_module_of(name)} ({name}) is not the one "
+                 "the model's own forward pass gives: something between that weight and the logits is computed "
+                 f"differently ({first_difference(g, w, 'grad', rtol=1e-3, atol=1e-5)}).")
+
+
 @checker("Exercise 9.3", companion_given=True, allow=("companion.positional",))  # the text allows sinusoidal_encoding
 def seq2seq_forward(my_seq2seq_forward) -> None:
     """``my_seq2seq_forward(model, src, tgt) -> logits (B, T, V)`` from the model's parts, equal to
-    ``model(src, tgt)[0]``."""
+    ``model(src, tgt)[0]`` at every target position that is not padding (the loss ignores the padded
+    ones, and a mask on the padded target keys, which the text does not ask for, changes only them);
+    every parameter gets the model's own gradient; the model's weights stay as they are."""
     shape = dict(vocab_size=13, context_length=16, d_model=8, n_heads=2, n_encoder_layers=2, n_decoder_layers=2,
                  d_ff=16)
-    model, src, tgt = _forward_case(93, (7, 4, 2), 5, 0, **shape)
+    model, src, tgt = _forward_case(93, (7, 4, 2), 5, 0, t_lens=(5, 3, 4), **shape)
+    real = tgt != model.config.pad_id  # (B, T): the positions the loss counts
     with torch.no_grad():
         want = model(src, tgt)[0]
+    weight = torch.randn(want.shape, generator=torch.Generator().manual_seed(95)) * real[..., None]
+    _, want_grads = _gradients(model, lambda: model(src, tgt)[0], weight)
     watch = _Watched()
-    for module in (model, model.encoder, model.decoder):
-        watch.wrap(module)
+    watch.wrap(model)  # model.encoder(...) and model.decoder(...), the stacks, are parts the text allows
     used = []
     for name in _FORWARD_NAMES[1:]:
         method = getattr(model, name)
@@ -450,15 +535,20 @@ def seq2seq_forward(my_seq2seq_forward) -> None:
             return __method(*args, **kwargs)
 
         object.__setattr__(model, name, note)
+    before = _snapshot(model)
     with torch.no_grad():
         got = my_seq2seq_forward(model, src.clone(), tgt.clone())
     facts = source_facts(my_seq2seq_forward)
     if watch.calls or used or "Seq2SeqTransformer" in facts.names or {"encode", "decode", "embed_source",
                                                                         "embed_target"} & facts.attributes:
         what = used[0] if used else "the model's own forward pass"
-        hint(f"you called {what} (model(src, tgt), model.encoder(...), model.decoder(...), encode, decode and "
-             "embed_* are the model's own), which the check compares with: build the pass from the parts "
-             "(src_emb, tgt_emb, the positions, encoder.blocks, encoder.norm, decoder.blocks, decoder.norm, head).")
+        hint(f"you called {what} (model(src, tgt), encode, decode and embed_* are the model's own), which the "
+             "check compares with: build the pass from the parts (src_emb, tgt_emb, the positions, the encoder "
+             "and decoder stacks or their blocks and norms, head).")
+    changed = _changed(model, before)
+    if changed:
+        hint(f"your function changed the model's {changed} in place: compute with the weights, never write into "
+             "them (torch.no_grad() with mul_, copy_ or an assignment): the model would change at every call.")
     if isinstance(got, (tuple, list)) and got and isinstance(got[0], torch.Tensor):
         hint("return the logits alone, a tensor (B, T, V), not a tuple.")
     got = require_tensor(got, "the logits, a tensor of shape (B, T, V)")
@@ -470,30 +560,53 @@ def seq2seq_forward(my_seq2seq_forward) -> None:
         hint("that is the decoder's output (B, T, d_model): apply model.head to get logits over the vocabulary.")
     if tuple(got.shape) != (B, T, V):
         hint(f"the logits have shape (B, T, V) = {(B, T, V)} (got {tuple(got.shape)}).", generic=True)
-    if not close(got, want, rtol=1e-4, atol=1e-5):
+    if not _same_at_real(got, want, real):
         for variant, message in _FORWARD_MISTAKES:
-            if variant != "pad 0" and close(got, _forward_variant(model, src, tgt, variant), rtol=1e-4, atol=1e-5):
+            if variant != "pad 0" and _same_at_real(got, _forward_variant(model, src, tgt, variant), real):
                 hint(message)
-        hint(f"compared with model(src, tgt), the same weights: {first_difference(got, want)}.", generic=True)
+        hint(f"compared with model(src, tgt), the same weights, at the target positions that are not padding: "
+             f"{first_difference(_at_real(got, real), _at_real(want, real), rtol=1e-4, atol=1e-5)}.", generic=True)
+    if got.is_complex() or not bool(torch.isfinite(got).all()):
+        hint("the logits at the padded target positions are NaN or infinite: the loss ignores those positions, "
+             "but a NaN there still turns every gradient into NaN. Leave them finite.")
+    with torch.no_grad():
+        again = my_seq2seq_forward(model, src.clone(), tgt.clone())
+    if not _same_at_real(again, want, real):
+        hint("the first call gave the right logits, a second call with the same inputs other ones: does your "
+             "function change the model or keep something between calls?")
     # Another model: pad_id 3, one layer in the encoder, three heads, longer targets.
     shape2 = dict(vocab_size=11, context_length=12, d_model=12, n_heads=3, n_encoder_layers=1, n_decoder_layers=2,
                   d_ff=24)
-    model2, src2, tgt2 = _forward_case(94, (3, 6, 5, 1), 7, 3, **shape2)
+    model2, src2, tgt2 = _forward_case(94, (3, 6, 5, 1), 7, 3, t_lens=(7, 4, 6, 2), **shape2)
+    real2 = tgt2 != 3
+    before2 = _snapshot(model2)
     with torch.no_grad():
         want2 = model2(src2, tgt2)[0]
         got2 = require_tensor(my_seq2seq_forward(model2, src2.clone(), tgt2.clone()),
                               "the logits, a tensor of shape (B, T, V)")
-    if not close(got2, want2, rtol=1e-4, atol=1e-5):
+    changed = _changed(model2, before2)
+    if changed:
+        hint(f"your function changed the model's {changed} in place: compute with the weights, never write into "
+             "them: the model would change at every call.")
+    if tuple(got2.shape) != tuple(want2.shape):
+        hint(f"right on the first model, but on one with pad_id=3, d_model=12, 3 heads, one encoder layer the "
+             f"logits have shape {tuple(got2.shape)}, not (B, T, V) = {tuple(want2.shape)}.", generic=True)
+    if not _same_at_real(got2, want2, real2):
         for variant, message in _FORWARD_MISTAKES:
-            if close(got2, _forward_variant(model2, src2, tgt2, variant), rtol=1e-4, atol=1e-5):
+            if _same_at_real(got2, _forward_variant(model2, src2, tgt2, variant), real2):
                 hint(message)
         hint(f"right on the first model but not on one with pad_id=3, d_model=12, 3 heads, one encoder layer: "
-             f"{first_difference(got2, want2)}.", generic=True)
-    with torch.enable_grad():
-        out = my_seq2seq_forward(model, src.clone(), tgt.clone())
-    if isinstance(out, torch.Tensor) and not out.requires_grad:
+             f"{first_difference(_at_real(got2, real2), _at_real(want2, real2), rtol=1e-4, atol=1e-5)}.",
+             generic=True)
+    out, got_grads = _gradients(model, lambda: my_seq2seq_forward(model, src.clone(), tgt.clone()), weight)
+    changed = _changed(model, before)
+    if changed:
+        hint(f"your function changed the model's {changed} in place when gradients are on: compute with the "
+             "weights, never write into them.")
+    if got_grads is None:
         hint("the values are right, but no gradient reaches the model's weights: torch.no_grad(), .detach() "
              "or .item() cut the graph, and the model could not be trained with your forward pass.")
+    _compare_gradients(got_grads, want_grads)
     passed("embeddings * sqrt(d) + positions, encoder, decoder, tied head: the model's own logits.")
 
 
@@ -530,12 +643,12 @@ def _pack(rows, pad_id):
 
 def _greedy_variant(model, src, bos_id, eos_id, n, variant):
     """Batched greedy decoding with one classic mistake (by ``variant``)."""
-    pad = model.config.pad_id
+    pad = 0 if variant == "pad 0" else model.config.pad_id
     keep = src != pad
     B = src.shape[0]
     with torch.no_grad():
         memory = model.encode(src)
-        ys = torch.full((B, 1), eos_id if variant == "start with eos" else bos_id)
+        ys = torch.full((B, 1), eos_id if variant == "start with eos" else 1 if variant == "bos 1" else bos_id)
         done = torch.zeros(B, dtype=torch.bool)
         steps = n + 1 if variant == "one too many" else n - 1 if variant == "one too few" else n
         for _ in range(steps):
@@ -549,7 +662,7 @@ def _greedy_variant(model, src, bos_id, eos_id, n, variant):
                 fill = eos_id if variant == "pad with eos" else pad
                 nxt = torch.where(done, torch.full_like(nxt, fill), nxt)
             ys = torch.cat([ys, nxt[:, None]], dim=1)
-            done = done | (nxt == eos_id)
+            done = done | (nxt == (2 if variant == "eos 2" else eos_id))
             if variant == "stop at first" and bool(done.any()):
                 break
             if variant == "stop with row 0" and bool(done[0]):
@@ -573,9 +686,12 @@ _GREEDY_MISTAKES = [
                         "runs until every row has finished (or max_new_tokens)."),
     ("full length", "stop the loop as soon as every row has written its </s>: the result has as many columns as "
                     "the longest translation needs, not always max_new_tokens."),
+    ("pad 0", "the padding id is model.config.pad_id (3 in one of the check's models), not 0: mask the source "
+              "with src != model.config.pad_id and fill the finished rows with model.config.pad_id."),
     ("no memory mask", "the padded sources decode differently from the same sources alone: pass the source's "
                        "padding mask to every decoding step, model.decode(ys, memory, "
-                       "memory_key_mask=src != pad_id)."),
+                       "memory_key_mask=src != model.config.pad_id) (the pad id is model.config.pad_id, not "
+                       "always 0)."),
     ("keeps bos", "return the generated tokens only, without the <s> column in front."),
     ("drops eos", "keep each row's </s> in the result: it says where the translation ended (max_new_tokens "
                   "may cut a row before its </s>)."),
@@ -586,6 +702,10 @@ _GREEDY_MISTAKES = [
     ("one too few", "generate up to max_new_tokens tokens per row, not one fewer (the <s> does not count)."),
     ("last token only", "at each step give the decoder the whole prefix written so far, <s> y_1 .. y_t, not the "
                         "last token alone (without a cache the decoder needs all of it)."),
+    ("bos 1", "start every row with the bos_id you are given, not 1: the check also uses a model whose <s> is "
+              "another id."),
+    ("eos 2", "a row ends with the eos_id you are given, not 2: the check also uses a model whose </s> is "
+              "another id."),
     ("start with eos", "start every row with <s> (bos_id), the first input the decoder was trained on."),
 ]
 
@@ -602,6 +722,7 @@ def _greedy_cases():
     src = tok.encode_batch([english(n) for n in numbers])  # (6, S), padded
     cases = [(model, src, tok.bos_id, tok.eos_id, 40), (model, src[[3, 0, 2]], tok.bos_id, tok.eos_id, 7)]
     cases.append(_random_greedy_case())
+    cases.append(_other_ids_greedy_case())
     return cases
 
 
@@ -622,6 +743,25 @@ def _random_greedy_case():
     for b, n in enumerate(lens):
         src[b, n:] = 3
     return small.eval(), src, 1, 2, 9
+
+
+@lru_cache(maxsize=1)
+def _other_ids_greedy_case():
+    """A random model (float64, pad_id 0) whose <s> is 5 and </s> 4 (not 1 and 2), and whose head never
+    writes <s> or <pad>: its six padded sources decode, alone, to rows that end after 2, 2, 2 and 3
+    tokens and two that never end; token 2 comes before some </s> (seed chosen for that)."""
+    small = _tiny_seq2seq(4, vocab_size=8, context_length=16, d_model=16, n_heads=2, n_encoder_layers=1,
+                          n_decoder_layers=1, d_ff=32, pad_id=0, tie_embeddings=False).double()
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        small.head = nn.Linear(16, 8, dtype=torch.float64)
+        small.head.weight.copy_(small.tgt_emb.weight)
+        small.head.bias.copy_(torch.tensor([-50.0, 0.0, 0.0, 0.0, 1.0, -50.0, 0.0, 0.0]))  # no <pad>, no <s>
+    g = torch.Generator().manual_seed(4)
+    lens = (6, 2, 4, 5, 1, 3)
+    src = _ids(g, (len(lens), 6), 8, 0)
+    for b, n in enumerate(lens):
+        src[b, n:] = 0
+    return small.eval(), src, 5, 4, 9
 
 
 @lru_cache(maxsize=None)
@@ -676,7 +816,8 @@ def batched_greedy(my_greedy_translate) -> None:
                 continue
             if wrong.shape == got.shape and torch.equal(got.long(), wrong) and not torch.equal(wrong, want):
                 hint(message)
-        where = "the trained model on English numbers" if case < 2 else "a small random model with pad_id=3"
+        where = ("the trained model on English numbers" if case < 2 else
+                 f"a small random model with pad_id={pad}, bos_id={bos}, eos_id={eos}")
         rows = [b for b in range(min(got.shape[0], want.shape[0]))
                 if got.shape[1] != want.shape[1] or not torch.equal(got[b].long(), want[b])]
         b = rows[0] if rows else 0

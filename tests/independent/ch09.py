@@ -5,17 +5,36 @@ cells, never the checkers' code. See README.md.
 """
 import textwrap
 
-MODULE = "companion.exercises.seq2seq"
+MODULE = "companion.exercises.seq2seq_extra"  # the notebook imports it as `check` (it re-exports 9.1-9.6)
 PRELUDE = """
+import json
 import math
+import statistics
 import time
+
+import matplotlib.pyplot as plt
 import torch
 from torch import nn
+
 from companion import decoding, translation
+from companion.checkpoint import load_checkpoint
+from companion.data import asset_path
 from companion.decoding import beam_search, greedy, sample, sequence_log_prob
-from companion.exercises import seq2seq as check
+from companion.exercises import seq2seq_extra as check
 from companion.positional import sinusoidal_encoding
 from companion.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+from companion.translation import (
+    TranslationTokenizer,
+    chrf,
+    english,
+    exact_match,
+    german,
+    make_batch,
+    next_characters,
+    number_splits,
+    pairs,
+    translate,
+)
 """
 CASES = []
 
@@ -781,9 +800,13 @@ fwv("pad_id_zero", "hard-codes pad id 0",
     ("keep = src != c.pad_id", "keep = src != 0\n    keep[:, 0] = True"))
 fwv("not_causal", "decoder self-attention without the causal mask",
     ("is_causal=True", "is_causal=False"))
-fwv("tgt_key_mask_added", "arguable: also masks target pad keys, which the text's pass does not (changes pad rows, and any pad id inside tgt)",
+fwv("tgt_key_mask_added", "arguable, judged right: also masks the padded target keys, which the text's pass does not. "
+    "Targets are padded on the right only (teacher forcing), so under the causal mask only the padded positions' "
+    "logits change, and the loss ignores those (their target is padding too): training is unchanged, as with "
+    "model(src, tgt, tgt_key_mask=...). The check's targets hold padding and it compares the non-pad positions",
     ("g = block(g, memory, is_causal=True, memory_key_mask=keep)",
-     "tk = tgt != c.pad_id\n        tk[:, 0] = True\n        g = block(g, memory, is_causal=True, key_mask=tk, memory_key_mask=keep)"))
+     "tk = tgt != c.pad_id\n        tk[:, 0] = True\n        g = block(g, memory, is_causal=True, key_mask=tk, memory_key_mask=keep)"),
+    expect="right")
 fwv("src_table_for_target", "embeds the target with the source table",
     ("model.tgt_emb(tgt)", "model.src_emb(tgt)"))
 fwv("tgt_table_for_source", "embeds the source with the target table",
