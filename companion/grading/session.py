@@ -233,12 +233,7 @@ class Kernel:
             if size > self.sandbox.disk_bytes or entries > self.sandbox.disk_entries:
                 self.over_quota = (f"the notebook wrote more than its disk quota ({self.sandbox.disk_bytes / 2**20:.0f} "
                                    f"MiB, {self.sandbox.disk_entries} files) to the grader's folders")
-                for action in (lambda: os.killpg(self.proc.pid, signal.SIGKILL), lambda: self.proc.kill(),
-                               lambda: self.sandbox.kill_all(self.slot)):
-                    try:
-                        action()
-                    except OSError:
-                        pass
+                self._signal_kill()
                 return
             time.sleep(every)
 
@@ -277,14 +272,18 @@ class Kernel:
             except OSError:
                 pass
 
-    def kill(self) -> None:
-        """End the kernel and every process it started (killing bwrap ends its PID namespace)."""
+    def _signal_kill(self) -> None:
+        """SIGKILL the kernel and every process it started (killing bwrap ends its PID namespace)."""
         for action in (lambda: os.killpg(self.proc.pid, signal.SIGKILL), lambda: self.proc.kill(),
                        lambda: self.sandbox.kill_all(self.slot)):
             try:
                 action()
             except OSError:
                 pass
+
+    def kill(self) -> None:
+        """End the kernel and every process it started, and wait for it; remove its cgroup."""
+        self._signal_kill()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
