@@ -20,6 +20,7 @@ Usage (from the repository root, with PYTHONPATH set to it)::
 
     .venv/bin/python tests/independent/run_cases.py            # everything
     .venv/bin/python tests/independent/run_cases.py 2 7        # chapters 2, 7
+    .venv/bin/python tests/independent/run_cases.py A          # the appendix
     .venv/bin/python tests/independent/run_cases.py -e 2.1     # one exercise
     .venv/bin/python tests/independent/run_cases.py -v         # every hint
 
@@ -118,8 +119,8 @@ def run_case(case, prelude, index):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("chapters", nargs="*", type=int,
-                        help="chapter numbers (default: all)")
+    parser.add_argument("chapters", nargs="*",
+                        help="chapter numbers or A (default: all)")
     parser.add_argument("-e", "--exercise", action="append",
                         help="only this exercise (e.g. 2.1); repeatable")
     parser.add_argument("-v", "--verbose", action="store_true",
@@ -129,9 +130,10 @@ def main(argv=None):
     import torch
     torch.set_num_threads(1)
 
-    files = sorted(HERE.glob("ch[0-9][0-9].py"))
+    files = sorted(HERE.glob("ch[0-9][0-9].py")) + sorted(HERE.glob("chA.py"))
     if args.chapters:
-        files = [f for f in files if int(f.stem[2:]) in args.chapters]
+        wanted = {c.lstrip("0").upper() for c in args.chapters}
+        files = [f for f in files if f.stem[2:].lstrip("0") in wanted]
     rows = {}
     problems = []
     broken = []
@@ -160,8 +162,9 @@ def main(argv=None):
                       f"{case['name']:<28} {case['expect']:<5} "
                       f"{status:<14} {flat[:400]}")
 
-    def key(ex):
-        return tuple(int(p) for p in ex.split("."))
+    def key(ex):  # "2.1" < "10.3" < "A.1"
+        return tuple((0, int(p), "") if p.isdigit() else (1, 0, p)
+                     for p in ex.split("."))
 
     print()
     print(f"{'exercise':>8} {'tried':>5} {'wrong':>5} {'right':>5} "
