@@ -462,6 +462,18 @@ _LR_MISTAKES = {
 }
 
 
+def _lr_number(value, step, S, W, peak, floor) -> float:
+    """my_lr's value as a float: a Python float (or int); a tensor, NumPy number or bool gets a hint."""
+    call = f"my_lr({step}, {S}, {W}, {peak:g}, {floor:g})"
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        hint(f"return the learning rate as a Python float, as the exercise asks; {call} returned "
+             f"{describe(value)}. Compute it with math.cos (not torch.cos), or convert with float(...).")
+    number = as_number(value, call)  # None, a string, a list, several numbers...: their own hint
+    if isinstance(value, bool) or not isinstance(value, (float, int)):
+        hint(f"return the learning rate as a Python float; {call} returned {describe(value)}.")
+    return number
+
+
 @checker("Exercise 7.3")
 def lr_schedule(my_lr) -> None:
     """``my_lr(step, max_steps, warmup, peak_lr, min_lr) -> float``: linear warm-up from
@@ -473,11 +485,17 @@ def lr_schedule(my_lr) -> None:
         got = []
         for step in range(n):
             value = my_lr(step, S, W, peak, floor)
-            if isinstance(value, torch.Tensor) and value.numel() == 1:
-                value = value.item()
-            got.append(as_number(value, f"my_lr({step}, {S}, {W}, {peak:g}, {floor:g})"))
+            got.append(_lr_number(value, step, S, W, peak, floor))
         right = _reference_lrs(n, S, W, peak, floor)
         if close(got, right, rtol=1e-6, atol=1e-12):
+            # long after max_steps: the floor for good (a cosine carried on, or clamped for a while, climbs back)
+            late = [2 * S, 2 * S + 1, 3 * S, 3 * S + W, 10 * S, 10 * S + 1]
+            for step in late:
+                value = _lr_number(my_lr(step, S, W, peak, floor), step, S, W, peak, floor)
+                if not close(value, floor, rtol=1e-6, atol=1e-12):
+                    hint(f"after max_steps the rate stays at the floor for good: my_lr({step}, max_steps={S}, "
+                         f"warmup={W}, peak_lr={peak:g}, min_lr={floor:g}) returned {value:.6g}, expected the "
+                         f"floor {floor:g} (every step >= max_steps).")
             continue
         for mistake, message in _LR_MISTAKES.items():
             wrong = [_lr_variant(s, S, W, peak, floor, mistake) for s in range(n)]
@@ -491,8 +509,18 @@ def lr_schedule(my_lr) -> None:
         phase = "warm-up" if step < W else "cosine decay" if step < S else "after max_steps"
         hint(f"my_lr({step}, max_steps={S}, warmup={W}, peak_lr={peak:g}, min_lr={floor:g}) returned "
              f"{got[step]:.6g}, expected {right[step]:.6g} (in the {phase}).", generic=True)
+    # max_steps == warmup: no cosine at all; the formula gives the ramp up to the peak, then the floor
+    for S, W, peak, floor in ((6, 6, 0.3, 0.03), (1, 1, 1.0, 0.1)):
+        for step in range(S + 4):
+            right = peak * (step + 1) / W if step < W else floor
+            value = _lr_number(my_lr(step, S, W, peak, floor), step, S, W, peak, floor)
+            if not close(value, right, rtol=1e-6, atol=1e-12):
+                hint(f"with max_steps == warmup (no cosine at all) the formula still holds: the ramp, then the "
+                     f"floor from step max_steps on. my_lr({step}, max_steps={S}, warmup={W}, peak_lr={peak:g}, "
+                     f"min_lr={floor:g}) returned {value:.6g}, expected {right:.6g}.")
     passed("equal to PyTorch's LinearLR then CosineAnnealingLR: step 0 already learns (peak_lr / warmup), "
-           "the peak at steps warmup - 1 and warmup, the floor from max_steps on.")
+           "the peak at steps warmup - 1 and warmup, the floor from max_steps on (for good), and "
+           "max_steps == warmup.")
 
 
 # ---------------------------------------------------- Exercise 7.4: AdamW's parameter groups
