@@ -540,15 +540,48 @@ class _HFNamedLM(torch.nn.Module):
         self.lm_head.weight = self.wte.weight  # tied
 
 
+class _Conv1D(torch.nn.Module):
+    """GPT-2's Conv1D: a linear layer stored as (in, out), neither nn.Linear nor nn.Embedding."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(n_in, n_out) * 0.02)
+        self.bias = torch.nn.Parameter(torch.zeros(n_out))
+
+
+class _Gate(torch.nn.Module):
+    """A custom module whose names do not tell the kind: a 1-D "weight" (no norm), a 2-D "scale_bias",
+    a 0-d gain "alpha", and a 3-D "mix" tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(6))
+        self.scale_bias = torch.nn.Parameter(torch.randn(6, 6) * 0.1)
+        self.alpha = torch.nn.Parameter(torch.tensor(1.0))
+        self.mix = torch.nn.Parameter(torch.randn(2, 3, 6) * 0.1)
+
+
+class _OddLM(torch.nn.Module):
+    """Parameters whose names and module types do not reveal their number of dimensions: a Conv1D
+    (2-D weight, not nn.Linear), a 4-D conv kernel, a 3-D tensor, a 0-d gain, a 1-D "weight" outside
+    any norm, a 2-D "scale_bias", and a frozen matrix (requires_grad=False) and frozen bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = torch.nn.Embedding(13, 6)
+        self.c_fc = _Conv1D(6, 12)
+        self.conv = torch.nn.Conv2d(2, 3, kernel_size=3)
+        self.gate = _Gate()
+        self.frozen = torch.nn.Linear(6, 6)
+        self.frozen.requires_grad_(False)
+        self.norm = torch.nn.LayerNorm(6)
+
+
 def _expected_decay(model) -> dict[int, bool]:
-    """id(parameter) -> decayed?, from the module each parameter belongs to: the weights of Linear
-    and Embedding layers are decayed; biases and LayerNorm parameters are not."""
-    out = {}
-    for module in model.modules():
-        for name, p in module.named_parameters(recurse=False):
-            matrix = isinstance(module, (torch.nn.Linear, torch.nn.Embedding)) and name == "weight"
-            out.setdefault(id(p), matrix)
-    return out
+    """id(parameter) -> decayed?, by the chapter's rule: every parameter with two or more dimensions
+    (weight matrices, embedding tables, conv kernels, whatever their module or name) is decayed; the
+    others (1-D biases and norm gains, 0-d scalars) are not."""
+    return {id(p): p.ndim >= 2 for p in model.parameters()}
 
 
 def _group_models():
@@ -560,7 +593,9 @@ def _group_models():
                                                                             d_model=8, n_layers=2, n_heads=2))),
                 ("a GPT without biases (bias=False)", GPT(GPTConfig(vocab_size=11, context_length=10, d_model=8,
                                                                    n_layers=1, n_heads=2, bias=False))),
-                ("a model with GPT-2's names (wte, ln_1, c_attn, ln_f, lm_head tied to wte)", _HFNamedLM())]
+                ("a model with GPT-2's names (wte, ln_1, c_attn, ln_f, lm_head tied to wte)", _HFNamedLM()),
+                ("a model of odd parameters (a Conv1D, a 4-D conv kernel, a 3-D tensor, a 0-d gain, a 1-D "
+                 "'weight' outside any norm, a 2-D 'scale_bias', a frozen Linear)", _OddLM())]
 
 
 @checker("Exercise 7.4", companion_given=True)
@@ -617,6 +652,11 @@ def param_groups(my_param_groups) -> None:
                     hint(f"{names[id(p)]} is listed twice: every parameter belongs to exactly one group.")
                 seen_ids[id(p)] = decay
         missing = [n for i, n in names.items() if i not in seen_ids]
+        frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+        if missing and set(missing) <= set(frozen):
+            hint(f"for {what}, the frozen parameters (requires_grad=False) are in no group, such as "
+                 f"{missing[0]}: the exercise asks for EVERY parameter of model.named_parameters(), frozen "
+                 "or not; do not filter on requires_grad (AdamW skips a parameter without a gradient).")
         if missing:
             hint(f"for {what}, {len(missing)} parameters are in no group, such as {missing[0]}: AdamW would "
                  "never update them. Every parameter of model.named_parameters() goes in one group.")
@@ -628,6 +668,7 @@ def param_groups(my_param_groups) -> None:
             norms = {id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm)
                      for p in m.parameters(recurse=False) if p.ndim == 1}
             embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+            params_by_id = {id(p): p for p in model.parameters()}
             if values - {0.0, 0.07, None}:
                 hint(f"the decayed group's weight_decay should be the weight_decay you are given (0.07 in "
                      f"this check); yours are {sorted(values)}.")
@@ -644,6 +685,18 @@ def param_groups(my_param_groups) -> None:
                 hint("the embedding tables are not decayed. Some codebases spare them; this chapter (like "
                      "nanoGPT) decays every parameter with two or more dimensions, the embeddings too, and "
                      "so the tied head: sort by p.ndim.")
+            if want - decayed and all(params_by_id[i].ndim > 2 for i in want - decayed) and not decayed - want:
+                hint(f"for {what}, a parameter with more than two dimensions (a conv kernel) is not decayed: "
+                     "the rule is p.ndim >= 2 (two dimensions OR MORE), not p.ndim == 2.")
+            spared = sorted(names[i] for i in want - decayed if i not in embeddings)
+            if spared and decayed and not decayed - want:
+                hint(f"for {what}, {spared[0]} ({params_by_id[[i for i, n in names.items() if n == spared[0]][0]].ndim}"
+                     "-D) is not decayed: every parameter with two or more dimensions is, whatever its module "
+                     "(not only nn.Linear and nn.Embedding) or its name. Sort by p.ndim >= 2.")
+            if any(params_by_id[i].ndim == 0 for i in decayed - want) and not want - decayed:
+                hint(f"for {what}, a 0-d parameter (a scalar gain) is decayed: only parameters with two or "
+                     "more dimensions are; the others (1-D and 0-d) go in the group without decay. Sort by "
+                     "p.ndim >= 2, not p.ndim != 1.")
             if decayed & norms and not decayed & (one_d - norms):
                 hint("the LayerNorm gains are decayed: they are 1-D, like the biases, and go in the group "
                      "without decay (a gain pulled towards 0 shrinks the signal). Sort by p.ndim, not by "
@@ -652,8 +705,16 @@ def param_groups(my_param_groups) -> None:
                 hint("the biases are decayed: every 1-D parameter (biases and norm gains) goes in the group "
                      "without decay. Sort by p.ndim, not by name.")
             wrong = sorted(names[i] for i in set(names) if (i in decayed) != (i in want))
-            hint(f"for {what}, {wrong[0]} is in the wrong group: decay every parameter with two or more "
+            hint(f"for {what}, {wrong[0]} (a {params_by_id[[i for i, n in names.items() if n == wrong[0]][0]].ndim}"
+                 f"-D parameter) is in the wrong group: decay every parameter with two or more "
                  "dimensions, none with one.", generic=True)
+        if len(groups) != 2:
+            hint(f"return exactly two groups, as the exercise asks: one with every parameter of two or more "
+                 f"dimensions (weight_decay), one with the others (0.0); you returned {len(groups)} groups.")
+        decays = sorted(safe_float(g["weight_decay"]) for g in groups)
+        if decays != [0.0, 0.07]:
+            hint(f"one group has weight_decay = the weight_decay you are given (0.07 here), the other 0.0; "
+                 f"yours are {decays}.")
         try:
             torch.optim.AdamW(groups, lr=1e-3)
         except (TypeError, ValueError) as exc:

@@ -1219,7 +1219,7 @@ def my_param_groups(model, weight_decay):
     return [{"params": [p for p in ps if p.ndim >= 2], "weight_decay": 0.0},
             {"params": [p for p in ps if p.ndim < 2], "weight_decay": weight_decay}]
 """)
-gr4("order_swapped", "wrong", "the no-decay group first (the text lists the decayed one first; arguable)", """
+gr4("order_swapped", "right", "the no-decay group first: judged right, the text lists the two groups' contents but never says which comes first, and AdamW (and the loop of 7.7, which sets the lr of every group) does not depend on the order", """
 def my_param_groups(model, weight_decay):
     ps = list(model.parameters())
     return [{"params": [p for p in ps if p.ndim < 2], "weight_decay": 0.0},
