@@ -771,11 +771,27 @@ def evaluate(my_evaluate) -> None:
         model.__class__ = _recording(type(model))
         model._course_calls = []
         given = [(x.clone(), y.clone()) for x, y in batches]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            with watch() as seen:
-                got = my_evaluate(model, given)
+        # the second time, the caller has gradients in the model (mid-training): evaluation leaves them alone
+        caller_grads = None
+        if not start_training:
+            g = torch.Generator().manual_seed(770)
+            for p in model.parameters():
+                p.grad = torch.randn(p.shape, generator=g)
+            caller_grads = [p.grad.clone() for p in model.parameters()]
+        grad_was = torch.is_grad_enabled()
+        try:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                with watch() as seen:
+                    got = my_evaluate(model, given)
+        finally:
+            grad_after = torch.is_grad_enabled()
+            torch.set_grad_enabled(grad_was)
         _refuse_companion(seen)
+        if grad_after != grad_was:
+            hint("after your function gradients are switched off for the caller's code too "
+                 "(torch.set_grad_enabled(False) stays on): use the context manager `with torch.no_grad():`, "
+                 "which switches them back on when the block ends.")
         calls = model._course_calls
         if not calls:
             hint("your function never called the model: run model(x) on every batch.")
@@ -790,9 +806,19 @@ def evaluate(my_evaluate) -> None:
             hint(f"the model was in {before} mode before your function and is in {after} mode after it: "
                  "remember model.training before calling model.eval(), and restore it with "
                  "model.train(was_training).")
-        if any(p.grad is not None for p in model.parameters()):
+        if not all(m.training == start_training for m in model.modules()):
+            hint("the model itself is back in its mode, but not all its submodules (its dropout layers "
+                 "among them): setting model.training = was changes one flag; call model.train(was), which "
+                 "sets the mode of every submodule.")
+        if caller_grads is None and any(p.grad is not None for p in model.parameters()):
             hint("your function left gradients in the parameters: evaluation computes no gradients "
                  "(torch.no_grad(), no backward()).")
+        if caller_grads is not None and not all(p.grad is not None and p.grad.shape == c.shape and
+                                                torch.equal(p.grad, c)
+                                                for p, c in zip(model.parameters(), caller_grads)):
+            hint("your function changed the gradients the caller had in the model (model.zero_grad() or a "
+                 "backward()): evaluation must leave .grad alone; under torch.no_grad() there is nothing "
+                 "to clear.")
         if isinstance(got, torch.Tensor):
             if got.numel() == 1 and close(got.reshape(()).detach(), torch.tensor(right)):
                 hint("return the mean loss as a Python float (.item()), not a tensor.")

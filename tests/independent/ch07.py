@@ -1649,6 +1649,33 @@ def my_evaluate(model, batches):
     model.train(was)
     return tot / n
 """)
+ev6("set_grad_enabled_off", "wrong", "torch.set_grad_enabled(False) and never back on: gradients stay off for the caller's training (added by the checker fix)", """
+def my_evaluate(model, batches):
+    was = model.training
+    model.eval()
+    torch.set_grad_enabled(False)
+    tot = n = 0
+    for x, y in batches:
+        tot += F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten(), reduction="sum").item()
+        n += y.numel()
+    model.train(was)
+    return tot / n
+""")
+ev6("right_set_grad_enabled_restored", "right", "torch.set_grad_enabled(False), then back to what it was in a finally (added by the checker fix)", """
+def my_evaluate(model, batches):
+    was, grad_was = model.training, torch.is_grad_enabled()
+    model.eval()
+    torch.set_grad_enabled(False)
+    try:
+        tot = n = 0
+        for x, y in batches:
+            tot += F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten(), reduction="sum").item()
+            n += y.numel()
+    finally:
+        torch.set_grad_enabled(grad_was)
+        model.train(was)
+    return tot / n
+""")
 ev6("from_companion", "wrong", "imports the companion's answer (does not do the exercise)", """
 from companion.train import held_out_loss as my_evaluate
 """)
