@@ -891,6 +891,8 @@ def _reference_loop(model, batches, val_batches, cfg, mistake=None):
         if mistake != "lr_after_step":
             for group in optimizer.param_groups:
                 group["lr"] = lr
+        if mistake == "reseed":
+            torch.manual_seed(0)
         x, y = batches[0 if mistake == "same_batch" else k]
         k += 1
         optimizer.zero_grad()
@@ -904,7 +906,11 @@ def _reference_loop(model, batches, val_batches, cfg, mistake=None):
         losses.append(loss.item())
         due = step % cfg.eval_interval == 0 if mistake == "eval_at_start" else (step + 1) % cfg.eval_interval == 0
         if due:
-            tokens = _token_losses(model, val_batches)
+            if mistake == "eval_train_mode":
+                with torch.no_grad():
+                    tokens = [-model(x)[0].log_softmax(-1).gather(-1, y[..., None])[..., 0] for x, y in val_batches]
+            else:
+                tokens = _token_losses(model, val_batches)
             value = float(torch.cat([t.flatten() for t in tokens]).mean())
             evals.append((step if mistake in ("eval_at_start", "eval_step_from_0") else step + 1, value))
     return losses, evals, torch.cat([p.detach().flatten() for p in params])
@@ -944,6 +950,118 @@ def _counting_batches(batches):
     return next_batch, state
 
 
+def _loop_model(dropout: float = 0.0):
+    """The loop's tiny GPT, in float64: Adam's update divides by sqrt(v), which turns float32 rounding
+    differences (a loss computed on (B, V, T) logits instead of (B*T, V)) into visible weight
+    differences; in float64 they stay far below the tolerance."""
+    return _tiny_gpt(78, dropout=dropout).double()
+
+
+def _second_loop_config():
+    """Another configuration: a floor that is not a tenth of the peak, a decay that is not 0.1, and
+    max_steps not a multiple of eval_interval (the last evaluation is not at the last step)."""
+    from companion.train import TrainConfig
+
+    return TrainConfig(max_steps=10, warmup=2, learning_rate=0.03, min_lr=0.0007, weight_decay=0.25, beta1=0.85,
+                       beta2=0.98, grad_clip=1.5, eval_interval=4, batch_size=3, device="cpu")
+
+
+def _seeded_loop(fn, *args, seed=0):
+    """fn(*args) with torch's global RNG seeded (dropout draws from it), the caller's RNG restored after;
+    also returns whether fn left the RNG where an untouched generator would be."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        out = fn(*args)
+        state = torch.get_rng_state()
+    return out, state
+
+
+def _check_second_loop(my_train, first_cfg) -> None:
+    """The loop once more, with another configuration and dropout (0.3) in the model: read every setting
+    from cfg, evaluate in evaluation mode, and leave torch's random generator to the dropout layers."""
+    import dataclasses
+
+    cfg = _second_loop_config()
+    batches = _eval_batches(88, [(3, 6)] * (cfg.max_steps + 2))
+    val_batches = _eval_batches(89, ((2, 6), (1, 4)))
+
+    def reference(config, mistake=None):
+        return _seeded_loop(lambda: _reference_loop(_loop_model(0.3), batches, val_batches, config, mistake))
+
+    (ref_losses, ref_evals, ref_params), ref_rng = reference(cfg)
+    model = _loop_model(0.3)
+    next_batch, state = _counting_batches(batches)
+    with watch() as seen:
+        out, rng = _seeded_loop(lambda: my_train(model, next_batch, [(x.clone(), y.clone()) for x, y in val_batches],
+                                                 cfg))
+    _refuse_companion(seen)
+    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    settings = (f"a second configuration (max_steps={cfg.max_steps}, warmup={cfg.warmup}, learning_rate="
+                f"{cfg.learning_rate:g}, min_lr={cfg.min_lr:g}, weight_decay={cfg.weight_decay:g}, betas=("
+                f"{cfg.beta1:g}, {cfg.beta2:g}), grad_clip={cfg.grad_clip:g}, eval_interval={cfg.eval_interval}, "
+                "and a model with dropout 0.3)")
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        hint(f"with {settings}, return the pair (losses, evals); you returned {describe(out)}.")
+    losses, evals = out
+    if not isinstance(losses, (list, tuple)) or len(losses) != cfg.max_steps:
+        hint(f"with {settings}, run exactly cfg.max_steps = {cfg.max_steps} steps and return one loss per step; "
+             f"you returned {describe(losses)}.")
+    evals = list(evals) if isinstance(evals, (list, tuple)) else evals
+    if not isinstance(evals, list) or not all(isinstance(e, (tuple, list)) and len(e) == 2 for e in evals):
+        hint(f"evals should be a list of pairs (steps done, held-out loss); you returned {describe(evals)}.")
+    steps, ref_steps = [s for s, _ in evals], [s for s, _ in ref_evals]
+    if steps != ref_steps:
+        extra = (" (no extra evaluation at the end: max_steps is not always a multiple of eval_interval)"
+                 if steps[:len(ref_steps)] == ref_steps else "")
+        hint(f"with max_steps={cfg.max_steps} and eval_interval={cfg.eval_interval} the evaluations come after "
+             f"steps {ref_steps} only, every eval_interval steps{extra}; yours after {steps}.")
+    tol = dict(rtol=1e-4, atol=1e-6)
+    if close(params, ref_params, **tol) and close(list(losses), ref_losses, **tol):
+        for (s, got), (_, right) in zip(evals, ref_evals):
+            if not close(safe_float(got), right, **tol):
+                hint(f"with {settings}, the held-out loss after step {s} should be {right:.4f}, yours is {got!r}: "
+                     "evaluate with my_evaluate (evaluation mode: no dropout).", generic=True)
+        if not torch.equal(rng, ref_rng):
+            hint("the results are right, but your loop changed torch's global random generator differently from "
+                 "a loop that leaves it to the dropout layers: do not reseed (torch.manual_seed) or draw random "
+                 "numbers in the loop.")
+        return
+    variants = [
+        (dataclasses.replace(cfg, min_lr=cfg.learning_rate / 10),
+         f"the floor is cfg.min_lr ({cfg.min_lr:g} in {settings}), not a tenth of the peak: pass cfg.min_lr to "
+         "my_lr."),
+        (dataclasses.replace(cfg, weight_decay=first_cfg.weight_decay),
+         f"the weight decay is cfg.weight_decay ({cfg.weight_decay:g} in {settings}), not a constant "
+         f"{first_cfg.weight_decay:g}: pass cfg.weight_decay to my_param_groups."),
+        (dataclasses.replace(cfg, min_lr=first_cfg.min_lr),
+         f"the floor is cfg.min_lr ({cfg.min_lr:g} in {settings}): pass cfg.min_lr to my_lr, no constant."),
+        (dataclasses.replace(cfg, beta1=first_cfg.beta1, beta2=first_cfg.beta2),
+         f"the betas are (cfg.beta1, cfg.beta2) (({cfg.beta1:g}, {cfg.beta2:g}) in {settings}), not constants."),
+        (dataclasses.replace(cfg, grad_clip=first_cfg.grad_clip),
+         f"clip to cfg.grad_clip ({cfg.grad_clip:g} in {settings}), not a constant."),
+    ]
+    for config, message in variants:
+        (m_losses, _, m_params), _ = reference(config)
+        if close(params, m_params, **tol) and close(list(losses), m_losses, **tol):
+            hint(message)
+    for mistake, message in (("eval_train_mode", "the held-out loss was computed with the model in training "
+                                                 "mode (dropout on): my_evaluate must call model.eval() first, "
+                                                 "and restore the mode after."),
+                             ("reseed", "your loop reseeds torch's random generator (torch.manual_seed) at every "
+                                        "step, so every step draws the same dropout masks: leave the global "
+                                        "generator alone in the loop.")):
+        (m_losses, _, m_params), _ = reference(cfg, mistake)
+        if close(params, m_params, **tol) and close(list(losses), m_losses, **tol):
+            hint(message)
+    step = next((k for k, (a, b) in enumerate(zip(losses, ref_losses)) if not close(a, b, **tol)), None)
+    where = (f"from step {step} ({losses[step]!r} instead of {ref_losses[step]:.4f})" if step is not None else
+             "in the final weights")
+    hint(f"right on the first configuration, but with {settings} your loop differs from the reference {where}: "
+         "read every setting from cfg (no constants), evaluate in evaluation mode (dropout draws random numbers "
+         "in training mode), and leave torch's random generator alone (no torch.manual_seed in the loop).",
+         generic=True)
+
+
 @checker("Exercise 7.7", companion_given=True)
 def train_loop(my_train) -> None:
     """``my_train(model, next_batch, val_batches, cfg) -> (losses, evals)``: ``cfg.max_steps`` steps of
@@ -954,9 +1072,9 @@ def train_loop(my_train) -> None:
     cfg = _loop_config()
     batches = _eval_batches(78, [(3, 6)] * (cfg.max_steps + 2))
     val_batches = _eval_batches(79, ((2, 6), (1, 4)))
-    ref_losses, ref_evals, ref_params = _reference_loop(_tiny_gpt(78), batches, val_batches, cfg)
+    ref_losses, ref_evals, ref_params = _reference_loop(_loop_model(), batches, val_batches, cfg)
 
-    model = _tiny_gpt(78)
+    model = _loop_model()
     model.__class__ = _recording(type(model))
     model._course_calls = []
     next_batch, state = _counting_batches(batches)
@@ -988,7 +1106,7 @@ def train_loop(my_train) -> None:
         for mistake, message in _LOOP_MISTAKES.items():
             if mistake in ("eval_at_start",):
                 continue
-            m_losses, _, m_params = _reference_loop(_tiny_gpt(78), batches, val_batches, cfg, mistake)
+            m_losses, _, m_params = _reference_loop(_loop_model(), batches, val_batches, cfg, mistake)
             if close(params, m_params, rtol=1e-4, atol=1e-6) and close(list(losses), m_losses, rtol=1e-4,
                                                                        atol=1e-6):
                 hint(message)
@@ -1014,7 +1132,7 @@ def train_loop(my_train) -> None:
     steps = [s for s, _ in evals]
     if steps != ref_steps:
         if steps == [s - cfg.eval_interval for s in ref_steps] or steps == [s - 1 for s in ref_steps]:
-            _, m_evals, _ = _reference_loop(_tiny_gpt(78), batches, val_batches, cfg, "eval_at_start")
+            _, m_evals, _ = _reference_loop(_loop_model(), batches, val_batches, cfg, "eval_at_start")
             if close([v for _, v in evals], [v for _, v in m_evals], rtol=1e-4, atol=1e-6):
                 hint(_LOOP_MISTAKES["eval_at_start"])
             hint("count the steps done from 1: after the first cfg.eval_interval steps the pair is "
@@ -1028,5 +1146,7 @@ def train_loop(my_train) -> None:
         if not close(safe_float(got), right, rtol=1e-4, atol=1e-6):
             hint(f"the held-out loss after step {s} should be {right:.4f} (my_evaluate on val_batches), yours "
                  f"is {got!r}.", generic=True)
+    _check_second_loop(my_train, cfg)
     passed(f"{cfg.max_steps} steps equal to the reference loop's (PyTorch's LinearLR + CosineAnnealingLR, "
-           "AdamW's two groups, clipping), and the held-out loss after every eval_interval steps.")
+           "AdamW's two groups, clipping), and the held-out loss after every eval_interval steps; the same on a "
+           "second configuration with dropout (every setting read from cfg).")
