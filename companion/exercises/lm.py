@@ -701,9 +701,15 @@ def param_groups(my_param_groups) -> None:
                 hint("the LayerNorm gains are decayed: they are 1-D, like the biases, and go in the group "
                      "without decay (a gain pulled towards 0 shrinks the signal). Sort by p.ndim, not by "
                      "the name 'bias'.")
-            if decayed & (one_d - norms) and not decayed & norms:
+            extra = sorted(names[i] for i in decayed - want)
+            if decayed & (one_d - norms) and not decayed & norms and all(n.endswith("bias") for n in extra):
                 hint("the biases are decayed: every 1-D parameter (biases and norm gains) goes in the group "
                      "without decay. Sort by p.ndim, not by name.")
+            if extra and not want - decayed:
+                hint(f"for {what}, {extra[0]} "
+                     f"({params_by_id[[i for i, n in names.items() if n == extra[0]][0]].ndim}-D) is decayed, "
+                     "although it has fewer than two dimensions: whatever its name or module, only parameters "
+                     "with two or more dimensions are decayed. Sort by p.ndim >= 2.")
             wrong = sorted(names[i] for i in set(names) if (i in decayed) != (i in want))
             hint(f"for {what}, {wrong[0]} (a {params_by_id[[i for i, n in names.items() if n == wrong[0]][0]].ndim}"
                  f"-D parameter) is in the wrong group: decay every parameter with two or more "
