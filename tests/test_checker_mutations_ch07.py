@@ -1,4 +1,5 @@
 """Mutation registry of chapter 7 (training a language model): see tests/mutation_harness.py."""
+import dataclasses
 import inspect
 import math
 import re
@@ -229,6 +230,12 @@ LR_SCHEDULE = [
     Mutant("a tensor with two numbers", lambda s, S, W, p, f: torch.tensor([my_lr(s, S, W, p, f)] * 2), "one number"),
     Mutant("returns None", lambda s, S, W, p, f: None, "one number"),
     Mutant("the companion's schedule", lambda s, S, W, p, f: _companion_lr(s, S, W, p, f), "companion.train"),
+    # the outside red team's false passes (tests/independent/ch07.py)
+    Mutant("floor only until 2 * max_steps", lambda s, S, W, p, f: my_lr(s, S, W, p, f) if s < 2 * S else
+           _lr(after="cosine")(s, S, W, p, f), "for good"),
+    Mutant("a 0-d tensor", lambda s, S, W, p, f: torch.tensor(my_lr(s, S, W, p, f)), "Python float"),
+    Mutant("progress computed first", lambda s, S, W, p, f: (lambda t: my_lr(s, S, W, p, f))((s - W) / (S - W)),
+           "ZeroDivisionError", raised=True),
 ]
 
 
@@ -290,7 +297,33 @@ PARAM_GROUPS = [
                                                      {"params": [n for n, p in m.named_parameters() if p.ndim < 2],
                                                       "weight_decay": 0.0}], "holds parameters (tensors)"),
     Mutant("make_optimizer's groups", lambda m, w: _companion_groups(m, w), "companion"),
+    # the outside red team's false passes (tests/independent/ch07.py)
+    Mutant("one group per parameter", lambda m, w: [{"params": [p], "weight_decay": w if p.ndim >= 2 else 0.0}
+                                                    for p in m.parameters()], "exactly two groups"),
+    Mutant("a third group for the embeddings", lambda m, w: _three_groups(m, w), "exactly two groups"),
+    Mutant("frozen parameters left out", _groups(lambda n, p: p.ndim >= 2,
+                                                 params=lambda m: [p for p in m.parameters() if p.requires_grad]),
+           "frozen"),
+    Mutant("ndim == 2", _groups(lambda n, p: p.ndim == 2), "not p.ndim == 2"),
+    Mutant("ndim != 1", _groups(lambda n, p: p.ndim != 1), "0-d parameter"),
+    Mutant("by the names ln, norm, bias", _groups(lambda n, p: not any(k in n for k in ("ln", "norm", "bias")))),
+    Mutant("by module type (Linear, Embedding)", lambda m, w: _by_module_type(m, w), "whatever its module"),
 ]
+
+
+def _three_groups(model, weight_decay):
+    emb = {id(mod.weight) for mod in model.modules() if isinstance(mod, torch.nn.Embedding)}
+    ps = list(model.parameters())
+    return [{"params": [p for p in ps if p.ndim >= 2 and id(p) not in emb], "weight_decay": weight_decay},
+            {"params": [p for p in ps if id(p) in emb], "weight_decay": weight_decay},
+            {"params": [p for p in ps if p.ndim < 2], "weight_decay": 0.0}]
+
+
+def _by_module_type(model, weight_decay):
+    decay = {id(mod.weight) for mod in model.modules() if isinstance(mod, (torch.nn.Linear, torch.nn.Embedding))}
+    ps = list(model.parameters())
+    return [{"params": [p for p in ps if id(p) in decay], "weight_decay": weight_decay},
+            {"params": [p for p in ps if id(p) not in decay], "weight_decay": 0.0}]
 
 
 def _companion_groups(model, weight_decay):
@@ -361,7 +394,21 @@ EVALUATE = [
     Mutant("loss of model(x, y) averaged per batch",
            lambda m, b: _evaluate(weigh="batches")(m, b), "averaged the batches' mean losses"),
     Mutant("held_out_loss", lambda m, b: _companion_eval(m, b), "companion"),
+    # the outside red team's false passes (tests/independent/ch07.py), and gradients left off
+    Mutant("restores model.training only", lambda m, b: _flag_only(m, b), "model.train(was)"),
+    Mutant("model.zero_grad(set_to_none=True)", lambda m, b: (m.zero_grad(set_to_none=True), my_evaluate(m, b))[1],
+           "changed the gradients"),
+    Mutant("torch.set_grad_enabled(False) left on", lambda m, b: (torch.set_grad_enabled(False), my_evaluate(m, b))[1],
+           "switched off"),
 ]
+
+
+def _flag_only(model, batches):
+    was = model.training
+    value = my_evaluate(model, batches)
+    model.eval()
+    model.training = was  # one flag: the submodules stay in evaluation mode
+    return value
 
 
 def _companion_eval(model, batches):
@@ -448,7 +495,37 @@ TRAIN_LOOP = [
     Mutant("left in evaluation mode", _loop(evaluate=_leaves_eval_mode), "evaluation mode"),
     Mutant("returns the losses only", _loop(returns="losses"), "return the pair"),
     Mutant("the companion's loop", lambda m, nb, vb, cfg: _companion_loop(m, nb, vb, cfg), "companion"),
+    # the outside red team's false passes (tests/independent/ch07.py)
+    Mutant("floor hard-coded to a tenth of the peak",
+           lambda m, nb, vb, cfg: my_train(m, nb, vb, _with(cfg, min_lr=cfg.learning_rate / 10)),
+           "not a tenth of the peak"),
+    Mutant("weight decay hard-coded to 0.1",
+           lambda m, nb, vb, cfg: my_train(m, nb, vb, _with(cfg, weight_decay=0.1)), "not a constant"),
+    Mutant("an extra evaluation at the end", lambda m, nb, vb, cfg: _eval_at_end(m, nb, vb, cfg), "no extra evaluation"),
+    Mutant("evaluation in training mode", _loop(evaluate=lambda m, b: _evaluate(mode="train")(m, b)), "training mode"),
+    Mutant("reseeds the global RNG every step", lambda m, nb, vb, cfg: my_train(m, _reseeding(nb), vb, cfg),
+           "reseeds"),
 ]
+
+
+def _with(cfg, **changes):
+    """cfg with some fields changed (a plain namespace: dataclasses.replace would run companion.train's code)."""
+    import types
+    return types.SimpleNamespace(**{**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}, **changes})
+
+
+def _eval_at_end(model, next_batch, val_batches, cfg):
+    losses, evals = my_train(model, next_batch, val_batches, cfg)
+    if not evals or evals[-1][0] != cfg.max_steps:
+        evals.append((cfg.max_steps, my_evaluate(model, val_batches)))
+    return losses, evals
+
+
+def _reseeding(next_batch):
+    def batch():
+        torch.manual_seed(0)
+        return next_batch()
+    return batch
 
 
 def _companion_loop(model, next_batch, val_batches, cfg):

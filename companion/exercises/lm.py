@@ -462,6 +462,18 @@ _LR_MISTAKES = {
 }
 
 
+def _lr_number(value, step, S, W, peak, floor) -> float:
+    """my_lr's value as a float: a Python float (or int); a tensor, NumPy number or bool gets a hint."""
+    call = f"my_lr({step}, {S}, {W}, {peak:g}, {floor:g})"
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        hint(f"return the learning rate as a Python float, as the exercise asks; {call} returned "
+             f"{describe(value)}. Compute it with math.cos (not torch.cos), or convert with float(...).")
+    number = as_number(value, call)  # None, a string, a list, several numbers...: their own hint
+    if isinstance(value, bool) or not isinstance(value, (float, int)):
+        hint(f"return the learning rate as a Python float; {call} returned {describe(value)}.")
+    return number
+
+
 @checker("Exercise 7.3")
 def lr_schedule(my_lr) -> None:
     """``my_lr(step, max_steps, warmup, peak_lr, min_lr) -> float``: linear warm-up from
@@ -473,11 +485,17 @@ def lr_schedule(my_lr) -> None:
         got = []
         for step in range(n):
             value = my_lr(step, S, W, peak, floor)
-            if isinstance(value, torch.Tensor) and value.numel() == 1:
-                value = value.item()
-            got.append(as_number(value, f"my_lr({step}, {S}, {W}, {peak:g}, {floor:g})"))
+            got.append(_lr_number(value, step, S, W, peak, floor))
         right = _reference_lrs(n, S, W, peak, floor)
         if close(got, right, rtol=1e-6, atol=1e-12):
+            # long after max_steps: the floor for good (a cosine carried on, or clamped for a while, climbs back)
+            late = [2 * S, 2 * S + 1, 3 * S, 3 * S + W, 10 * S, 10 * S + 1]
+            for step in late:
+                value = _lr_number(my_lr(step, S, W, peak, floor), step, S, W, peak, floor)
+                if not close(value, floor, rtol=1e-6, atol=1e-12):
+                    hint(f"after max_steps the rate stays at the floor for good: my_lr({step}, max_steps={S}, "
+                         f"warmup={W}, peak_lr={peak:g}, min_lr={floor:g}) returned {value:.6g}, expected the "
+                         f"floor {floor:g} (every step >= max_steps).")
             continue
         for mistake, message in _LR_MISTAKES.items():
             wrong = [_lr_variant(s, S, W, peak, floor, mistake) for s in range(n)]
@@ -491,8 +509,18 @@ def lr_schedule(my_lr) -> None:
         phase = "warm-up" if step < W else "cosine decay" if step < S else "after max_steps"
         hint(f"my_lr({step}, max_steps={S}, warmup={W}, peak_lr={peak:g}, min_lr={floor:g}) returned "
              f"{got[step]:.6g}, expected {right[step]:.6g} (in the {phase}).", generic=True)
+    # max_steps == warmup: no cosine at all; the formula gives the ramp up to the peak, then the floor
+    for S, W, peak, floor in ((6, 6, 0.3, 0.03), (1, 1, 1.0, 0.1)):
+        for step in range(S + 4):
+            right = peak * (step + 1) / W if step < W else floor
+            value = _lr_number(my_lr(step, S, W, peak, floor), step, S, W, peak, floor)
+            if not close(value, right, rtol=1e-6, atol=1e-12):
+                hint(f"with max_steps == warmup (no cosine at all) the formula still holds: the ramp, then the "
+                     f"floor from step max_steps on. my_lr({step}, max_steps={S}, warmup={W}, peak_lr={peak:g}, "
+                     f"min_lr={floor:g}) returned {value:.6g}, expected {right:.6g}.")
     passed("equal to PyTorch's LinearLR then CosineAnnealingLR: step 0 already learns (peak_lr / warmup), "
-           "the peak at steps warmup - 1 and warmup, the floor from max_steps on.")
+           "the peak at steps warmup - 1 and warmup, the floor from max_steps on (for good), and "
+           "max_steps == warmup.")
 
 
 # ---------------------------------------------------- Exercise 7.4: AdamW's parameter groups
@@ -512,15 +540,48 @@ class _HFNamedLM(torch.nn.Module):
         self.lm_head.weight = self.wte.weight  # tied
 
 
+class _Conv1D(torch.nn.Module):
+    """GPT-2's Conv1D: a linear layer stored as (in, out), neither nn.Linear nor nn.Embedding."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(n_in, n_out) * 0.02)
+        self.bias = torch.nn.Parameter(torch.zeros(n_out))
+
+
+class _Gate(torch.nn.Module):
+    """A custom module whose names do not tell the kind: a 1-D "weight" (no norm), a 2-D "scale_bias",
+    a 0-d gain "alpha", and a 3-D "mix" tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(6))
+        self.scale_bias = torch.nn.Parameter(torch.randn(6, 6) * 0.1)
+        self.alpha = torch.nn.Parameter(torch.tensor(1.0))
+        self.mix = torch.nn.Parameter(torch.randn(2, 3, 6) * 0.1)
+
+
+class _OddLM(torch.nn.Module):
+    """Parameters whose names and module types do not reveal their number of dimensions: a Conv1D
+    (2-D weight, not nn.Linear), a 4-D conv kernel, a 3-D tensor, a 0-d gain, a 1-D "weight" outside
+    any norm, a 2-D "scale_bias", and a frozen matrix (requires_grad=False) and frozen bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = torch.nn.Embedding(13, 6)
+        self.c_fc = _Conv1D(6, 12)
+        self.conv = torch.nn.Conv2d(2, 3, kernel_size=3)
+        self.gate = _Gate()
+        self.frozen = torch.nn.Linear(6, 6)
+        self.frozen.requires_grad_(False)
+        self.norm = torch.nn.LayerNorm(6)
+
+
 def _expected_decay(model) -> dict[int, bool]:
-    """id(parameter) -> decayed?, from the module each parameter belongs to: the weights of Linear
-    and Embedding layers are decayed; biases and LayerNorm parameters are not."""
-    out = {}
-    for module in model.modules():
-        for name, p in module.named_parameters(recurse=False):
-            matrix = isinstance(module, (torch.nn.Linear, torch.nn.Embedding)) and name == "weight"
-            out.setdefault(id(p), matrix)
-    return out
+    """id(parameter) -> decayed?, by the chapter's rule: every parameter with two or more dimensions
+    (weight matrices, embedding tables, conv kernels, whatever their module or name) is decayed; the
+    others (1-D biases and norm gains, 0-d scalars) are not."""
+    return {id(p): p.ndim >= 2 for p in model.parameters()}
 
 
 def _group_models():
@@ -532,7 +593,9 @@ def _group_models():
                                                                             d_model=8, n_layers=2, n_heads=2))),
                 ("a GPT without biases (bias=False)", GPT(GPTConfig(vocab_size=11, context_length=10, d_model=8,
                                                                    n_layers=1, n_heads=2, bias=False))),
-                ("a model with GPT-2's names (wte, ln_1, c_attn, ln_f, lm_head tied to wte)", _HFNamedLM())]
+                ("a model with GPT-2's names (wte, ln_1, c_attn, ln_f, lm_head tied to wte)", _HFNamedLM()),
+                ("a model of odd parameters (a Conv1D, a 4-D conv kernel, a 3-D tensor, a 0-d gain, a 1-D "
+                 "'weight' outside any norm, a 2-D 'scale_bias', a frozen Linear)", _OddLM())]
 
 
 @checker("Exercise 7.4", companion_given=True)
@@ -589,6 +652,11 @@ def param_groups(my_param_groups) -> None:
                     hint(f"{names[id(p)]} is listed twice: every parameter belongs to exactly one group.")
                 seen_ids[id(p)] = decay
         missing = [n for i, n in names.items() if i not in seen_ids]
+        frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+        if missing and set(missing) <= set(frozen):
+            hint(f"for {what}, the frozen parameters (requires_grad=False) are in no group, such as "
+                 f"{missing[0]}: the exercise asks for EVERY parameter of model.named_parameters(), frozen "
+                 "or not; do not filter on requires_grad (AdamW skips a parameter without a gradient).")
         if missing:
             hint(f"for {what}, {len(missing)} parameters are in no group, such as {missing[0]}: AdamW would "
                  "never update them. Every parameter of model.named_parameters() goes in one group.")
@@ -600,6 +668,7 @@ def param_groups(my_param_groups) -> None:
             norms = {id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm)
                      for p in m.parameters(recurse=False) if p.ndim == 1}
             embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+            params_by_id = {id(p): p for p in model.parameters()}
             if values - {0.0, 0.07, None}:
                 hint(f"the decayed group's weight_decay should be the weight_decay you are given (0.07 in "
                      f"this check); yours are {sorted(values)}.")
@@ -616,16 +685,42 @@ def param_groups(my_param_groups) -> None:
                 hint("the embedding tables are not decayed. Some codebases spare them; this chapter (like "
                      "nanoGPT) decays every parameter with two or more dimensions, the embeddings too, and "
                      "so the tied head: sort by p.ndim.")
+            if want - decayed and all(params_by_id[i].ndim > 2 for i in want - decayed) and not decayed - want:
+                hint(f"for {what}, a parameter with more than two dimensions (a conv kernel) is not decayed: "
+                     "the rule is p.ndim >= 2 (two dimensions OR MORE), not p.ndim == 2.")
+            spared = sorted(names[i] for i in want - decayed if i not in embeddings)
+            if spared and decayed and not decayed - want:
+                hint(f"for {what}, {spared[0]} ({params_by_id[[i for i, n in names.items() if n == spared[0]][0]].ndim}"
+                     "-D) is not decayed: every parameter with two or more dimensions is, whatever its module "
+                     "(not only nn.Linear and nn.Embedding) or its name. Sort by p.ndim >= 2.")
+            if any(params_by_id[i].ndim == 0 for i in decayed - want) and not want - decayed:
+                hint(f"for {what}, a 0-d parameter (a scalar gain) is decayed: only parameters with two or "
+                     "more dimensions are; the others (1-D and 0-d) go in the group without decay. Sort by "
+                     "p.ndim >= 2, not p.ndim != 1.")
             if decayed & norms and not decayed & (one_d - norms):
                 hint("the LayerNorm gains are decayed: they are 1-D, like the biases, and go in the group "
                      "without decay (a gain pulled towards 0 shrinks the signal). Sort by p.ndim, not by "
                      "the name 'bias'.")
-            if decayed & (one_d - norms) and not decayed & norms:
+            extra = sorted(names[i] for i in decayed - want)
+            if decayed & (one_d - norms) and not decayed & norms and all(n.endswith("bias") for n in extra):
                 hint("the biases are decayed: every 1-D parameter (biases and norm gains) goes in the group "
                      "without decay. Sort by p.ndim, not by name.")
+            if extra and not want - decayed:
+                hint(f"for {what}, {extra[0]} "
+                     f"({params_by_id[[i for i, n in names.items() if n == extra[0]][0]].ndim}-D) is decayed, "
+                     "although it has fewer than two dimensions: whatever its name or module, only parameters "
+                     "with two or more dimensions are decayed. Sort by p.ndim >= 2.")
             wrong = sorted(names[i] for i in set(names) if (i in decayed) != (i in want))
-            hint(f"for {what}, {wrong[0]} is in the wrong group: decay every parameter with two or more "
+            hint(f"for {what}, {wrong[0]} (a {params_by_id[[i for i, n in names.items() if n == wrong[0]][0]].ndim}"
+                 f"-D parameter) is in the wrong group: decay every parameter with two or more "
                  "dimensions, none with one.", generic=True)
+        if len(groups) != 2:
+            hint(f"return exactly two groups, as the exercise asks: one with every parameter of two or more "
+                 f"dimensions (weight_decay), one with the others (0.0); you returned {len(groups)} groups.")
+        decays = sorted(safe_float(g["weight_decay"]) for g in groups)
+        if decays != [0.0, 0.07]:
+            hint(f"one group has weight_decay = the weight_decay you are given (0.07 here), the other 0.0; "
+                 f"yours are {decays}.")
         try:
             torch.optim.AdamW(groups, lr=1e-3)
         except (TypeError, ValueError) as exc:
@@ -682,11 +777,27 @@ def evaluate(my_evaluate) -> None:
         model.__class__ = _recording(type(model))
         model._course_calls = []
         given = [(x.clone(), y.clone()) for x, y in batches]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            with watch() as seen:
-                got = my_evaluate(model, given)
+        # the second time, the caller has gradients in the model (mid-training): evaluation leaves them alone
+        caller_grads = None
+        if not start_training:
+            g = torch.Generator().manual_seed(770)
+            for p in model.parameters():
+                p.grad = torch.randn(p.shape, generator=g)
+            caller_grads = [p.grad.clone() for p in model.parameters()]
+        grad_was = torch.is_grad_enabled()
+        try:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                with watch() as seen:
+                    got = my_evaluate(model, given)
+        finally:
+            grad_after = torch.is_grad_enabled()
+            torch.set_grad_enabled(grad_was)
         _refuse_companion(seen)
+        if grad_after != grad_was:
+            hint("after your function gradients are switched off for the caller's code too "
+                 "(torch.set_grad_enabled(False) stays on): use the context manager `with torch.no_grad():`, "
+                 "which switches them back on when the block ends.")
         calls = model._course_calls
         if not calls:
             hint("your function never called the model: run model(x) on every batch.")
@@ -701,9 +812,19 @@ def evaluate(my_evaluate) -> None:
             hint(f"the model was in {before} mode before your function and is in {after} mode after it: "
                  "remember model.training before calling model.eval(), and restore it with "
                  "model.train(was_training).")
-        if any(p.grad is not None for p in model.parameters()):
+        if not all(m.training == start_training for m in model.modules()):
+            hint("the model itself is back in its mode, but not all its submodules (its dropout layers "
+                 "among them): setting model.training = was changes one flag; call model.train(was), which "
+                 "sets the mode of every submodule.")
+        if caller_grads is None and any(p.grad is not None for p in model.parameters()):
             hint("your function left gradients in the parameters: evaluation computes no gradients "
                  "(torch.no_grad(), no backward()).")
+        if caller_grads is not None and not all(p.grad is not None and p.grad.shape == c.shape and
+                                                torch.equal(p.grad, c)
+                                                for p, c in zip(model.parameters(), caller_grads)):
+            hint("your function changed the gradients the caller had in the model (model.zero_grad() or a "
+                 "backward()): evaluation must leave .grad alone; under torch.no_grad() there is nothing "
+                 "to clear.")
         if isinstance(got, torch.Tensor):
             if got.numel() == 1 and close(got.reshape(()).detach(), torch.tensor(right)):
                 hint("return the mean loss as a Python float (.item()), not a tensor.")
@@ -776,6 +897,8 @@ def _reference_loop(model, batches, val_batches, cfg, mistake=None):
         if mistake != "lr_after_step":
             for group in optimizer.param_groups:
                 group["lr"] = lr
+        if mistake == "reseed":
+            torch.manual_seed(0)
         x, y = batches[0 if mistake == "same_batch" else k]
         k += 1
         optimizer.zero_grad()
@@ -789,7 +912,11 @@ def _reference_loop(model, batches, val_batches, cfg, mistake=None):
         losses.append(loss.item())
         due = step % cfg.eval_interval == 0 if mistake == "eval_at_start" else (step + 1) % cfg.eval_interval == 0
         if due:
-            tokens = _token_losses(model, val_batches)
+            if mistake == "eval_train_mode":
+                with torch.no_grad():
+                    tokens = [-model(x)[0].log_softmax(-1).gather(-1, y[..., None])[..., 0] for x, y in val_batches]
+            else:
+                tokens = _token_losses(model, val_batches)
             value = float(torch.cat([t.flatten() for t in tokens]).mean())
             evals.append((step if mistake in ("eval_at_start", "eval_step_from_0") else step + 1, value))
     return losses, evals, torch.cat([p.detach().flatten() for p in params])
@@ -829,6 +956,118 @@ def _counting_batches(batches):
     return next_batch, state
 
 
+def _loop_model(dropout: float = 0.0):
+    """The loop's tiny GPT, in float64: Adam's update divides by sqrt(v), which turns float32 rounding
+    differences (a loss computed on (B, V, T) logits instead of (B*T, V)) into visible weight
+    differences; in float64 they stay far below the tolerance."""
+    return _tiny_gpt(78, dropout=dropout).double()
+
+
+def _second_loop_config():
+    """Another configuration: a floor that is not a tenth of the peak, a decay that is not 0.1, and
+    max_steps not a multiple of eval_interval (the last evaluation is not at the last step)."""
+    from companion.train import TrainConfig
+
+    return TrainConfig(max_steps=10, warmup=2, learning_rate=0.03, min_lr=0.0007, weight_decay=0.25, beta1=0.85,
+                       beta2=0.98, grad_clip=1.5, eval_interval=4, batch_size=3, device="cpu")
+
+
+def _seeded_loop(fn, *args, seed=0):
+    """fn(*args) with torch's global RNG seeded (dropout draws from it), the caller's RNG restored after;
+    also returns whether fn left the RNG where an untouched generator would be."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        out = fn(*args)
+        state = torch.get_rng_state()
+    return out, state
+
+
+def _check_second_loop(my_train, first_cfg) -> None:
+    """The loop once more, with another configuration and dropout (0.3) in the model: read every setting
+    from cfg, evaluate in evaluation mode, and leave torch's random generator to the dropout layers."""
+    import dataclasses
+
+    cfg = _second_loop_config()
+    batches = _eval_batches(88, [(3, 6)] * (cfg.max_steps + 2))
+    val_batches = _eval_batches(89, ((2, 6), (1, 4)))
+
+    def reference(config, mistake=None):
+        return _seeded_loop(lambda: _reference_loop(_loop_model(0.3), batches, val_batches, config, mistake))
+
+    (ref_losses, ref_evals, ref_params), ref_rng = reference(cfg)
+    model = _loop_model(0.3)
+    next_batch, state = _counting_batches(batches)
+    with watch() as seen:
+        out, rng = _seeded_loop(lambda: my_train(model, next_batch, [(x.clone(), y.clone()) for x, y in val_batches],
+                                                 cfg))
+    _refuse_companion(seen)
+    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    settings = (f"a second configuration (max_steps={cfg.max_steps}, warmup={cfg.warmup}, learning_rate="
+                f"{cfg.learning_rate:g}, min_lr={cfg.min_lr:g}, weight_decay={cfg.weight_decay:g}, betas=("
+                f"{cfg.beta1:g}, {cfg.beta2:g}), grad_clip={cfg.grad_clip:g}, eval_interval={cfg.eval_interval}, "
+                "and a model with dropout 0.3)")
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        hint(f"with {settings}, return the pair (losses, evals); you returned {describe(out)}.")
+    losses, evals = out
+    if not isinstance(losses, (list, tuple)) or len(losses) != cfg.max_steps:
+        hint(f"with {settings}, run exactly cfg.max_steps = {cfg.max_steps} steps and return one loss per step; "
+             f"you returned {describe(losses)}.")
+    evals = list(evals) if isinstance(evals, (list, tuple)) else evals
+    if not isinstance(evals, list) or not all(isinstance(e, (tuple, list)) and len(e) == 2 for e in evals):
+        hint(f"evals should be a list of pairs (steps done, held-out loss); you returned {describe(evals)}.")
+    steps, ref_steps = [s for s, _ in evals], [s for s, _ in ref_evals]
+    if steps != ref_steps:
+        extra = (" (no extra evaluation at the end: max_steps is not always a multiple of eval_interval)"
+                 if steps[:len(ref_steps)] == ref_steps else "")
+        hint(f"with max_steps={cfg.max_steps} and eval_interval={cfg.eval_interval} the evaluations come after "
+             f"steps {ref_steps} only, every eval_interval steps{extra}; yours after {steps}.")
+    tol = dict(rtol=1e-4, atol=1e-6)
+    if close(params, ref_params, **tol) and close(list(losses), ref_losses, **tol):
+        for (s, got), (_, right) in zip(evals, ref_evals):
+            if not close(safe_float(got), right, **tol):
+                hint(f"with {settings}, the held-out loss after step {s} should be {right:.4f}, yours is {got!r}: "
+                     "evaluate with my_evaluate (evaluation mode: no dropout).", generic=True)
+        if not torch.equal(rng, ref_rng):
+            hint("the results are right, but your loop changed torch's global random generator differently from "
+                 "a loop that leaves it to the dropout layers: do not reseed (torch.manual_seed) or draw random "
+                 "numbers in the loop.")
+        return
+    variants = [
+        (dataclasses.replace(cfg, min_lr=cfg.learning_rate / 10),
+         f"the floor is cfg.min_lr ({cfg.min_lr:g} in {settings}), not a tenth of the peak: pass cfg.min_lr to "
+         "my_lr."),
+        (dataclasses.replace(cfg, weight_decay=first_cfg.weight_decay),
+         f"the weight decay is cfg.weight_decay ({cfg.weight_decay:g} in {settings}), not a constant "
+         f"{first_cfg.weight_decay:g}: pass cfg.weight_decay to my_param_groups."),
+        (dataclasses.replace(cfg, min_lr=first_cfg.min_lr),
+         f"the floor is cfg.min_lr ({cfg.min_lr:g} in {settings}): pass cfg.min_lr to my_lr, no constant."),
+        (dataclasses.replace(cfg, beta1=first_cfg.beta1, beta2=first_cfg.beta2),
+         f"the betas are (cfg.beta1, cfg.beta2) (({cfg.beta1:g}, {cfg.beta2:g}) in {settings}), not constants."),
+        (dataclasses.replace(cfg, grad_clip=first_cfg.grad_clip),
+         f"clip to cfg.grad_clip ({cfg.grad_clip:g} in {settings}), not a constant."),
+    ]
+    for config, message in variants:
+        (m_losses, _, m_params), _ = reference(config)
+        if close(params, m_params, **tol) and close(list(losses), m_losses, **tol):
+            hint(message)
+    for mistake, message in (("eval_train_mode", "the held-out loss was computed with the model in training "
+                                                 "mode (dropout on): my_evaluate must call model.eval() first, "
+                                                 "and restore the mode after."),
+                             ("reseed", "your loop reseeds torch's random generator (torch.manual_seed) at every "
+                                        "step, so every step draws the same dropout masks: leave the global "
+                                        "generator alone in the loop.")):
+        (m_losses, _, m_params), _ = reference(cfg, mistake)
+        if close(params, m_params, **tol) and close(list(losses), m_losses, **tol):
+            hint(message)
+    step = next((k for k, (a, b) in enumerate(zip(losses, ref_losses)) if not close(a, b, **tol)), None)
+    where = (f"from step {step} ({losses[step]!r} instead of {ref_losses[step]:.4f})" if step is not None else
+             "in the final weights")
+    hint(f"right on the first configuration, but with {settings} your loop differs from the reference {where}: "
+         "read every setting from cfg (no constants), evaluate in evaluation mode (dropout draws random numbers "
+         "in training mode), and leave torch's random generator alone (no torch.manual_seed in the loop).",
+         generic=True)
+
+
 @checker("Exercise 7.7", companion_given=True)
 def train_loop(my_train) -> None:
     """``my_train(model, next_batch, val_batches, cfg) -> (losses, evals)``: ``cfg.max_steps`` steps of
@@ -839,9 +1078,9 @@ def train_loop(my_train) -> None:
     cfg = _loop_config()
     batches = _eval_batches(78, [(3, 6)] * (cfg.max_steps + 2))
     val_batches = _eval_batches(79, ((2, 6), (1, 4)))
-    ref_losses, ref_evals, ref_params = _reference_loop(_tiny_gpt(78), batches, val_batches, cfg)
+    ref_losses, ref_evals, ref_params = _reference_loop(_loop_model(), batches, val_batches, cfg)
 
-    model = _tiny_gpt(78)
+    model = _loop_model()
     model.__class__ = _recording(type(model))
     model._course_calls = []
     next_batch, state = _counting_batches(batches)
@@ -873,7 +1112,7 @@ def train_loop(my_train) -> None:
         for mistake, message in _LOOP_MISTAKES.items():
             if mistake in ("eval_at_start",):
                 continue
-            m_losses, _, m_params = _reference_loop(_tiny_gpt(78), batches, val_batches, cfg, mistake)
+            m_losses, _, m_params = _reference_loop(_loop_model(), batches, val_batches, cfg, mistake)
             if close(params, m_params, rtol=1e-4, atol=1e-6) and close(list(losses), m_losses, rtol=1e-4,
                                                                        atol=1e-6):
                 hint(message)
@@ -899,7 +1138,7 @@ def train_loop(my_train) -> None:
     steps = [s for s, _ in evals]
     if steps != ref_steps:
         if steps == [s - cfg.eval_interval for s in ref_steps] or steps == [s - 1 for s in ref_steps]:
-            _, m_evals, _ = _reference_loop(_tiny_gpt(78), batches, val_batches, cfg, "eval_at_start")
+            _, m_evals, _ = _reference_loop(_loop_model(), batches, val_batches, cfg, "eval_at_start")
             if close([v for _, v in evals], [v for _, v in m_evals], rtol=1e-4, atol=1e-6):
                 hint(_LOOP_MISTAKES["eval_at_start"])
             hint("count the steps done from 1: after the first cfg.eval_interval steps the pair is "
@@ -913,5 +1152,7 @@ def train_loop(my_train) -> None:
         if not close(safe_float(got), right, rtol=1e-4, atol=1e-6):
             hint(f"the held-out loss after step {s} should be {right:.4f} (my_evaluate on val_batches), yours "
                  f"is {got!r}.", generic=True)
+    _check_second_loop(my_train, cfg)
     passed(f"{cfg.max_steps} steps equal to the reference loop's (PyTorch's LinearLR + CosineAnnealingLR, "
-           "AdamW's two groups, clipping), and the held-out loss after every eval_interval steps.")
+           "AdamW's two groups, clipping), and the held-out loss after every eval_interval steps; the same on a "
+           "second configuration with dropout (every setting read from cfg).")

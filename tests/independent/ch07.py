@@ -1219,7 +1219,7 @@ def my_param_groups(model, weight_decay):
     return [{"params": [p for p in ps if p.ndim >= 2], "weight_decay": 0.0},
             {"params": [p for p in ps if p.ndim < 2], "weight_decay": weight_decay}]
 """)
-gr4("order_swapped", "wrong", "the no-decay group first (the text lists the decayed one first; arguable)", """
+gr4("order_swapped", "right", "the no-decay group first: judged right, the text lists the two groups' contents but never says which comes first, and AdamW (and the loop of 7.7, which sets the lr of every group) does not depend on the order", """
 def my_param_groups(model, weight_decay):
     ps = list(model.parameters())
     return [{"params": [p for p in ps if p.ndim < 2], "weight_decay": 0.0},
@@ -1647,6 +1647,33 @@ def my_evaluate(model, batches):
         tot += F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten(), reduction="sum").item()
         n += y.numel()
     model.train(was)
+    return tot / n
+""")
+ev6("set_grad_enabled_off", "wrong", "torch.set_grad_enabled(False) and never back on: gradients stay off for the caller's training (added by the checker fix)", """
+def my_evaluate(model, batches):
+    was = model.training
+    model.eval()
+    torch.set_grad_enabled(False)
+    tot = n = 0
+    for x, y in batches:
+        tot += F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten(), reduction="sum").item()
+        n += y.numel()
+    model.train(was)
+    return tot / n
+""")
+ev6("right_set_grad_enabled_restored", "right", "torch.set_grad_enabled(False), then back to what it was in a finally (added by the checker fix)", """
+def my_evaluate(model, batches):
+    was, grad_was = model.training, torch.is_grad_enabled()
+    model.eval()
+    torch.set_grad_enabled(False)
+    try:
+        tot = n = 0
+        for x, y in batches:
+            tot += F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten(), reduction="sum").item()
+            n += y.numel()
+    finally:
+        torch.set_grad_enabled(grad_was)
+        model.train(was)
     return tot / n
 """)
 ev6("from_companion", "wrong", "imports the companion's answer (does not do the exercise)", """
