@@ -122,6 +122,27 @@ def _avg_op(model, optimizer, loss_fn, batches, dist):
         loss_fn(model, x, y).backward()
         for p in model.parameters():
             dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)
+            p.grad /= dist.get_world_size()
+        optimizer.step()
+
+
+def _async_no_wait(model, optimizer, loss_fn, batches, dist):
+    for p in model.parameters():
+        dist.broadcast(p.data, src=0)
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss_fn(model, x, y).backward()
+        for p in model.parameters():
+            dist.all_reduce(p.grad, async_op=True)  # never waited for
+            p.grad /= dist.get_world_size()
+        optimizer.step()
+
+
+def _ddp(model, optimizer, loss_fn, batches, dist):
+    model = torch.nn.parallel.DistributedDataParallel(model)
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss_fn(model, x, y).backward()
         optimizer.step()
 
 
@@ -151,7 +172,9 @@ DATA_PARALLEL = [
     Mutant("steps before reducing", _variant(step_first=True), "before optimizer.step()"),
     Mutant("zeroes the reduced gradients", _no_reduce_after_zero),
     Mutant("only process 0 broadcasts", _rank_dependent, "different collective calls"),
-    Mutant("ReduceOp.AVG (not in gloo)", _avg_op, "Cannot use ReduceOp.AVG with Gloo", raised=True),
+    Mutant("ReduceOp.AVG, then divided again", _avg_op, None),
+    Mutant("async all-reduce never waited for", _async_no_wait, "never called .wait()"),
+    Mutant("DistributedDataParallel itself", _ddp, "by hand with the `dist` it is given"),
     Mutant("ReduceOp.MAX", _max_op),
     Mutant("does nothing", lambda *a: None, "never calls dist.broadcast or dist.all_reduce"),
 ]

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import torch
@@ -21,7 +22,7 @@ import torch.distributed as _dist
 import torch.nn.functional as F
 from torch import nn
 
-from ._core import checker, close, describe, hint, passed
+from ._core import StudentError, checker, close, describe, hint, passed
 
 __all__ = ["activation_bytes", "data_parallel", "SimulatedGroup"]
 
@@ -43,9 +44,27 @@ _SHAPES = [  # (B, T, d_model, n_heads, n_layers, bytes per number)
 ]
 
 
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) or (
-        isinstance(x, torch.Tensor) and x.numel() == 1 and not x.is_complex())
+def _value(x: Any) -> "int | float | None":
+    """A returned count as a Python int (exact) or float; None when it is not a real number.
+    Python and NumPy numbers and one-element real tensors count; bools do not."""
+    if isinstance(x, bool) or (isinstance(x, torch.Tensor) and (x.numel() != 1 or x.is_complex()
+                                                                or x.dtype == torch.bool)):
+        return None
+    if isinstance(x, torch.Tensor):
+        x = x.item()
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    if isinstance(x, numbers.Real):
+        return float(x)
+    return None
+
+
+def _near(got: "int | float", want: "int | float", tol: float) -> bool:
+    """|got - want| <= tol, False for inf, NaN or a number too large for a float."""
+    try:
+        return math.isfinite(got) and abs(got - want) <= tol
+    except OverflowError:
+        return False
 
 
 def _per_token(numbers_per_token):
@@ -96,40 +115,58 @@ _A1_MISTAKES = [  # (what the wrong answer computes, the hint)
 ]
 
 
+def _shown(x: "int | float") -> str:
+    try:
+        return f"{x:,.6g}"
+    except OverflowError:
+        return f"a number of {len(str(x))} digits"
+
+
 @checker("Exercise A.1")
 def activation_bytes(fn):
     """Exercise A.1: ``fn(B, T, d_model, n_heads, n_layers, bytes_per_number)`` returns the bytes
     the blocks keep for the backward pass: ``n_layers B T (16 d + h + 4) bytes_per_number``."""
     answers = []
     for B, T, d, h, n, size in _SHAPES:
-        got = fn(B, T, d, h, n, size)
-        if not _is_number(got):
-            hint(f"return a number (of bytes); for B={B}, T={T} you returned {describe(got)}.")
-        answers.append(float(got))
-    wrong = [(shape, got) for shape, got in zip(_SHAPES, answers)
-             if not (math.isfinite(got) and abs(got - _activation_bytes(*shape)) <= 0.5)]
+        got = _value(fn(B, T, d, h, n, size))
+        if got is None:
+            hint(f"return a number (of bytes); for B={B}, T={T} you returned {describe(fn(B, T, d, h, n, size))}.")
+        answers.append(got)
+    wrong = [(shape, got) for shape, got in zip(_SHAPES, answers) if not _near(got, _activation_bytes(*shape), 0.5)]
     if not wrong:
         passed("your count matches the course's on every shape tried, up to GPT-2 small and the "
                "layers of a 7B model.")
     for mistake, message in _A1_MISTAKES:
-        if all(math.isfinite(got) and abs(got - mistake(*shape)) <= 0.5 + 1e-9 * abs(got)
-               for shape, got in zip(_SHAPES, answers)):
+        if all(_near(got, mistake(*shape), 0.5 + 1e-9 * abs(mistake(*shape))) for shape, got in zip(_SHAPES, answers)):
             hint(f"{message}.")
     (B, T, d, h, n, size), got = wrong[0]
     hint(f"for B={B}, T={T}, d_model={d}, n_heads={h}, n_layers={n}, {size} bytes a number, the blocks "
-         f"keep {_activation_bytes(B, T, d, h, n, size):,} bytes; you return {got:,.6g}. Count per layer "
+         f"keep {_activation_bytes(B, T, d, h, n, size):,} bytes; you return {_shown(got)}. Count per layer "
          "and token 16 d + h + 4 numbers (the list in the exercise).", generic=True)
 
 
 # --------------------------------------------------------------------- A.2 data parallelism
-class _Done:
-    """What an ``async_op=True`` collective returns (already complete)."""
+class _Work:
+    """What an ``async_op=True`` collective returns: the result lands in the tensor on ``wait()``,
+    not before (on real processes it may land at any moment until then, so code that reads the
+    tensor before waiting is wrong; the stand-in makes that visible)."""
+
+    def __init__(self, tensor: torch.Tensor | None = None, result: torch.Tensor | None = None):
+        self.tensor, self.result = tensor, result
 
     def wait(self, *args: Any, **kwargs: Any) -> bool:
+        if self.tensor is not None:
+            with torch.no_grad():
+                self.tensor.copy_(self.result)
+            self.tensor = None
         return True
 
     def is_completed(self) -> bool:
-        return True
+        return self.tensor is None
+
+
+class _Groups:
+    WORLD = None  # dist.group.WORLD: the default group, the only one here
 
 
 _OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR", "PREMUL_SUM")
@@ -146,8 +183,9 @@ class SimulatedGroup:
     """A stand-in for ``torch.distributed`` seen from process ``rank`` of ``world_size``.
 
     It has what a data-parallel loop needs: ``get_rank``, ``get_world_size``, ``broadcast``,
-    ``all_reduce`` (``ReduceOp.SUM``, ``PRODUCT``, ``MIN``, ``MAX``; ``AVG`` is refused as gloo
-    refuses it), ``barrier``, ``ReduceOp``. It records every collective call with this process's
+    ``all_reduce`` (``ReduceOp.SUM``, ``PRODUCT``, ``MIN``, ``MAX`` and ``AVG``, which gloo has
+    since PyTorch 2.x), ``barrier``, ``ReduceOp``, ``group.WORLD``; with ``async_op=True`` the result
+    lands on ``wait()``. It records every collective call with this process's
     contribution (``calls``), and computes each result from the contributions of the other
     processes recorded in ``others`` by an earlier run of theirs (its own contribution where none
     is recorded yet). Running the processes in turn until their recorded calls no longer change
@@ -157,11 +195,13 @@ class SimulatedGroup:
     """
 
     ReduceOp = _dist.ReduceOp
+    group = _Groups
 
     def __init__(self, rank: int, world_size: int, others: list | None = None):
         self.rank, self.world = rank, world_size
         self.others = others if others is not None else [None] * world_size
         self.calls: list[list] = []  # [kind, argument, contribution]
+        self.pending: list[_Work] = []  # async collectives, to see that each was waited for
 
     # what the student's code may ask
     def get_rank(self, group: Any = None) -> int:
@@ -181,7 +221,7 @@ class SimulatedGroup:
 
     def barrier(self, group: Any = None, async_op: bool = False, device_ids: Any = None) -> Any:
         self.calls.append(["barrier", 0, torch.zeros(())])
-        return _Done() if async_op else None
+        return _Work() if async_op else None
 
     def _contributions(self, kind: str, argument: Any, mine: torch.Tensor) -> list[torch.Tensor]:
         k, found = len(self.calls), []
@@ -203,31 +243,36 @@ class SimulatedGroup:
         mine = tensor.detach().clone()
         result = self._contributions("broadcast", src, mine)[src]
         self.calls.append(["broadcast", src, mine])
+        return self._deliver(tensor, result, async_op)
+
+    def _deliver(self, tensor: torch.Tensor, result: torch.Tensor, async_op: bool) -> Any:
+        if async_op:
+            work = _Work(tensor, result)
+            self.pending.append(work)
+            return work
         with torch.no_grad():
             tensor.copy_(result)
-        return _Done() if async_op else None
+        return None
 
     def all_reduce(self, tensor: torch.Tensor, op: Any = _dist.ReduceOp.SUM, group: Any = None,
                    async_op: bool = False) -> Any:
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"all_reduce(): argument 'tensor' must be Tensor, not {type(tensor).__name__}")
         name = _op_name(op)
-        if name not in ("SUM", "PRODUCT", "MIN", "MAX"):
+        if name not in ("SUM", "PRODUCT", "MIN", "MAX", "AVG"):
             raise RuntimeError(f"Cannot use ReduceOp.{name} with Gloo")
         mine = tensor.detach().clone()
         parts = torch.stack(self._contributions("all_reduce", name, mine))
-        result = {"SUM": lambda p: p.sum(0), "PRODUCT": lambda p: p.prod(0),
+        result = {"SUM": lambda p: p.sum(0), "PRODUCT": lambda p: p.prod(0), "AVG": lambda p: p.mean(0),
                   "MIN": lambda p: p.min(0).values, "MAX": lambda p: p.max(0).values}[name](parts)
         self.calls.append(["all_reduce", name, mine])
-        with torch.no_grad():
-            tensor.copy_(result)
-        return _Done() if async_op else None
+        return self._deliver(tensor, result.to(tensor.dtype), async_op)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
         raise AttributeError(f"the checker's stand-in for torch.distributed has get_rank, get_world_size, "
-                             f"broadcast, all_reduce, barrier and ReduceOp; not {name!r}")
+                             f"broadcast, all_reduce, barrier, ReduceOp and group.WORLD; not {name!r}")
 
     # the grader copies these back from the student's kernel
     def state_dict(self) -> dict:
@@ -313,7 +358,18 @@ def _run(fn, world: int, kind: str, steps: int, rows: int, seed: int):
             net = _model(seed + r)
             opt = _optimizer(kind, net.parameters())
             group = SimulatedGroup(r, world, list(records))
-            fn(net, opt, _loss, [batches[s][r] for s in range(steps)], group)
+            try:
+                fn(net, opt, _loss, [batches[s][r] for s in range(steps)], group)
+            except StudentError as exc:
+                if "process group" in str(exc.error) and "initialized" in str(exc.error):
+                    hint("your code needs torch's default process group (DistributedDataParallel, or "
+                         "torch.distributed called directly?): this exercise writes data parallelism by "
+                         "hand with the `dist` it is given: dist.broadcast and dist.all_reduce.")
+                raise
+            if any(not work.is_completed() for work in group.pending):
+                hint("you started a collective with async_op=True and never called .wait() on what it "
+                     "returned: on real processes the reduced gradient may not have arrived when you "
+                     "divide or step. Call work.wait() first (or leave async_op out).")
             settled = settled and _same_calls(records[r], group.calls)
             records[r] = group.calls
             finals.append(_flat(net))

@@ -36,11 +36,13 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import os
 import sys
 import textwrap
 import threading
 import types
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
@@ -228,6 +230,22 @@ def _aten_name(op: Any) -> str | None:
         return None
 
 
+_INSTALLED = tuple(sorted({str(Path(p).resolve()) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+                          | {str(Path(__file__).resolve().parents[1]) + os.sep}))
+
+
+def _installed_module_body(frame: Any) -> bool:
+    """True for the body of a module being imported from the course or an installed package (not
+    for code given to exec, nor for a module a student wrote elsewhere)."""
+    code = frame.f_code
+    if code.co_name != "<module>" or frame.f_globals.get("__file__") != code.co_filename:
+        return False
+    try:
+        return str(Path(code.co_filename).resolve()).startswith(_INSTALLED)
+    except (OSError, ValueError):
+        return False
+
+
 def observe(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Observation]:
     """Call ``fn(*args, **kwargs)`` while recording its torch calls and the modules of the
     functions it calls: ``(result, Observation)``.
@@ -236,9 +254,15 @@ def observe(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Obs
     """
     recorder = _Recorder()
     modules: set[str] = set()
+    importing = [0]  # module bodies being run: an import made by the call is not the call's use
 
     def profile(frame, event, arg):
         if recorder.naming:
+            return
+        if event in ("call", "return") and _installed_module_body(frame):
+            importing[0] += 1 if event == "call" else -1
+            return
+        if importing[0] > 0:
             return
         if event == "call":
             name = frame.f_globals.get("__name__")

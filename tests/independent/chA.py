@@ -101,9 +101,9 @@ ab("swapped_heads_layers", "wrong", "parameters n_layers and n_heads in the wron
 def my_activation_bytes(B, T, d_model, n_layers, n_heads, bytes_per_number):
     return B * T * n_layers * (16 * d_model + n_heads + 4) * bytes_per_number
 """)
-ab("float_result", "wrong", "exact value but as a float (arguable: bytes are a whole number)",
+ab("float_result", "right", "the exact count as a float: a number of bytes all the same (judged right: the text asks for the bytes, not a type)",
    _acts(scale="float(B * T * n_layers * bytes_per_number)"))
-ab("tensor_result", "wrong", "returns a 0-d tensor, not a number (arguable)", """
+ab("tensor_result", "right", "the exact count as a 0-d tensor (judged right: the text asks for the bytes, not a type)", """
 def my_activation_bytes(B, T, d_model, n_heads, n_layers, bytes_per_number):
     return torch.tensor(B * T * n_layers * (16 * d_model + n_heads + 4) * bytes_per_number)
 """)
@@ -323,7 +323,7 @@ dp("op_avg_and_divide", "wrong", "ReduceOp.AVG and then divides by world again",
         for p in model.parameters():
             dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)
             p.grad /= world"""))
-dp("op_avg", "wrong", "ReduceOp.AVG: the text says gloo has none and to divide (arguable: torch 2.13 gloo does average, so it works on real processes)", _dp(reduce="""
+dp("op_avg", "right", "ReduceOp.AVG with no division: gloo averages since PyTorch 2.x (judged right; the notebook no longer says gloo has no average)", _dp(reduce="""
         for p in model.parameters():
             dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)"""))
 dp("reduce_temporary", "wrong", "all-reduces p.grad / world, a new tensor: the result is thrown away", _dp(reduce="""
