@@ -589,13 +589,39 @@ def _group_models():
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(76)
-        return [("the companion's GPT (2 layers, with biases)", GPT(GPTConfig(vocab_size=11, context_length=10,
-                                                                            d_model=8, n_layers=2, n_heads=2))),
-                ("a GPT without biases (bias=False)", GPT(GPTConfig(vocab_size=11, context_length=10, d_model=8,
-                                                                   n_layers=1, n_heads=2, bias=False))),
-                ("a model with GPT-2's names (wte, ln_1, c_attn, ln_f, lm_head tied to wte)", _HFNamedLM()),
-                ("a model of odd parameters (a Conv1D, a 4-D conv kernel, a 3-D tensor, a 0-d gain, a 1-D "
-                 "'weight' outside any norm, a 2-D 'scale_bias', a frozen Linear)", _OddLM())]
+        models = [("the companion's GPT (2 layers, with biases)", GPT(GPTConfig(vocab_size=11, context_length=10,
+                                                                              d_model=8, n_layers=2, n_heads=2))),
+                  ("a GPT without biases (bias=False)", GPT(GPTConfig(vocab_size=11, context_length=10, d_model=8,
+                                                                     n_layers=1, n_heads=2, bias=False))),
+                  ("a model with GPT-2's names (wte, ln_1, c_attn, ln_f, lm_head tied to wte)", _HFNamedLM()),
+                  ("a model of odd parameters (a Conv1D, a 4-D conv kernel, a 3-D tensor, a 0-d gain, a 1-D "
+                   "'weight' outside any norm, a 2-D 'scale_bias', a frozen Linear)", _OddLM())]
+        # Distinct values in every parameter (LayerNorm gains start as ones, biases as zeros), so that
+        # a parameter the student returns is recognized by its values too: in the grader it comes
+        # back from the student's kernel as a copy, not as the same object.
+        with torch.no_grad():
+            for _, model in models:
+                for param in model.parameters():
+                    param.uniform_(-1.0, 1.0)
+        return models
+
+
+def _param_ids(model: torch.nn.Module):
+    """``resolve(tensor)``: the id of the model's parameter that ``tensor`` is (the same object, or,
+    for a copy sent back by the grader's kernel, the one parameter of equal shape and values), or
+    None."""
+    params = {id(p): p for p in model.parameters()}
+
+    def resolve(t: Any) -> int | None:
+        if id(t) in params:
+            return id(t)
+        if not isinstance(t, torch.Tensor):
+            return None
+        same = [i for i, p in params.items() if p.shape == t.shape and p.dtype == t.dtype
+                and torch.equal(p.detach(), t.detach())]
+        return same[0] if len(same) == 1 else None
+
+    return resolve
 
 
 @checker("Exercise 7.4", companion_given=True)
@@ -607,6 +633,7 @@ def param_groups(my_param_groups) -> None:
     exactly one group. Checked against the module each parameter belongs to, on three models."""
     for what, model in _group_models():
         names = {id(p): n for n, p in model.named_parameters()}
+        resolve = _param_ids(model)
         expected = _expected_decay(model)
         with watch() as seen:
             groups = my_param_groups(model, 0.07)
@@ -639,18 +666,18 @@ def param_groups(my_param_groups) -> None:
             for p in params:
                 if not isinstance(p, torch.Tensor):
                     hint(f"a group's 'params' holds parameters (tensors); group {k} holds {describe(p)}.")
-                if id(p) not in names:
+                pid = resolve(p)
+                if pid is None:
                     hint(f"group {k} holds a tensor that is not a parameter of the model ({describe(p)}): take "
                          "the parameters from model.named_parameters() (or model.parameters()).")
-                if id(p) in seen_ids:
-                    tied = p is getattr(getattr(model, "tok_emb", None), "weight", None) or \
-                        p is getattr(getattr(model, "wte", None), "weight", None)
+                if pid in seen_ids:
+                    tied = pid in {id(getattr(getattr(model, m, None), "weight", None)) for m in ("tok_emb", "wte")}
                     if tied:
                         hint("the tied matrix (the token embedding, which is also the head's weight) is listed "
                              "twice: it is ONE parameter and must be in one group once. model.parameters() and "
                              "model.named_parameters() list it once; walking the modules finds it twice.")
-                    hint(f"{names[id(p)]} is listed twice: every parameter belongs to exactly one group.")
-                seen_ids[id(p)] = decay
+                    hint(f"{names[pid]} is listed twice: every parameter belongs to exactly one group.")
+                seen_ids[pid] = decay
         missing = [n for i, n in names.items() if i not in seen_ids]
         frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
         if missing and set(missing) <= set(frozen):
@@ -735,11 +762,18 @@ def _recording(cls):
 
     class Recording(cls):
         def forward(self, *args, **kwargs):
-            self._course_calls.append((self.training, torch.is_grad_enabled()))
+            # a str, which the grader copies back from the student's kernel (a list it would not)
+            self._course_calls += ("T" if self.training else "E") + ("G" if torch.is_grad_enabled() else "N")
             return super().forward(*args, **kwargs)
 
     Recording.__name__ = Recording.__qualname__ = cls.__name__
     return Recording
+
+
+def _calls_of(model) -> list[tuple[bool, bool]]:
+    """The recorded forward calls: (training mode, gradients on) for each."""
+    record = model._course_calls
+    return [(record[i] == "T", record[i + 1] == "G") for i in range(0, len(record) - 1, 2)]
 
 
 def _eval_batches(seed: int, shapes, vocab: int = 11):
@@ -775,7 +809,7 @@ def evaluate(my_evaluate) -> None:
         model = _tiny_gpt(77, dropout=0.5)
         model.train(start_training)
         model.__class__ = _recording(type(model))
-        model._course_calls = []
+        model._course_calls = ""
         given = [(x.clone(), y.clone()) for x, y in batches]
         # the second time, the caller has gradients in the model (mid-training): evaluation leaves them alone
         caller_grads = None
@@ -798,7 +832,7 @@ def evaluate(my_evaluate) -> None:
             hint("after your function gradients are switched off for the caller's code too "
                  "(torch.set_grad_enabled(False) stays on): use the context manager `with torch.no_grad():`, "
                  "which switches them back on when the block ends.")
-        calls = model._course_calls
+        calls = _calls_of(model)
         if not calls:
             hint("your function never called the model: run model(x) on every batch.")
         if any(training for training, _ in calls):
@@ -943,17 +977,31 @@ _LOOP_MISTAKES = {
 }
 
 
-def _counting_batches(batches):
-    """next_batch() for the loop: the batches in order, copies, counting the calls."""
-    state = {"calls": 0}
+class _NextBatch:
+    """next_batch() for the loop: the batches in order, copies, counting the calls. An object with
+    state_dict/load_state_dict, so that the grader copies the count back from the student's kernel."""
 
-    def next_batch():
-        k = state["calls"]
-        state["calls"] += 1
-        x, y = batches[k % len(batches)]
+    def __init__(self, batches):
+        self.batches, self.calls = batches, 0
+
+    def __call__(self):
+        x, y = self.batches[self.calls % len(self.batches)]
+        self.calls += 1
         return x.clone(), y.clone()
 
-    return next_batch, state
+    def state_dict(self) -> dict:
+        return {"calls": self.calls}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.calls = int(state["calls"])
+
+    def __getitem__(self, key: str) -> int:  # state["calls"], as the checks below read it
+        return self.calls
+
+
+def _counting_batches(batches):
+    next_batch = _NextBatch(batches)
+    return next_batch, next_batch
 
 
 def _loop_model(dropout: float = 0.0):
@@ -1082,7 +1130,7 @@ def train_loop(my_train) -> None:
 
     model = _loop_model()
     model.__class__ = _recording(type(model))
-    model._course_calls = []
+    model._course_calls = ""
     next_batch, state = _counting_batches(batches)
     with watch() as seen:
         out = my_train(model, next_batch, [(x.clone(), y.clone()) for x, y in val_batches], cfg)
@@ -1102,7 +1150,7 @@ def train_loop(my_train) -> None:
         hint(_LOOP_MISTAKES["same_batch"])
     if state["calls"] != cfg.max_steps:
         hint(f"call next_batch() once per step: {cfg.max_steps} steps, {state['calls']} calls.")
-    training = [t for t, grad in model._course_calls if grad]
+    training = [t for t, grad in _calls_of(model) if grad]
     if any(not t for t in training):
         hint("some training steps ran with the model in evaluation mode: put it back in training mode after "
              "evaluating (your my_evaluate should restore the mode it found), or call model.train() "

@@ -29,6 +29,7 @@ appear to return or do, which is no more than a wrong answer.
 from __future__ import annotations
 
 import errno
+import dis
 import inspect
 import itertools
 import os
@@ -177,7 +178,20 @@ def _dispatch(request: dict) -> tuple[Any, dict]:
         return value, {"source": source(value)}
     target = request["target"]
     if op == "call":
-        return _call(target, request.get("args", ()), request.get("kwargs", {}))
+        import torch
+
+        rng = request.get("rng")
+        if isinstance(rng, torch.Tensor):  # the grader's global generator, as the student's code would share it
+            torch.set_rng_state(rng)
+        args, kwargs = request.get("args", ()), request.get("kwargs", {})
+        for key, grads in request.get("grads") or []:  # the gradients the grader's modules hold
+            module = args[key] if isinstance(key, int) else kwargs[key]
+            for name, param in module.named_parameters():
+                if name in grads:
+                    param.grad = grads[name]
+        value, extra = _call(target, args, kwargs)
+        extra["rng"] = torch.get_rng_state()
+        return value, extra
     if op == "getattr":
         return getattr(target, request["name"]), {}
     if op == "list":
@@ -251,9 +265,10 @@ def source(fn: Any, limit: int = 200_000) -> str | None:
     env = getattr(target, "__globals__", None) or {}
     names: set[str] = set()
     stack = [code] if code is not None else []
-    while stack:
+    while stack:  # the names read as globals (co_names also holds attribute names: cfg.learning_rate)
         c = stack.pop()
-        names.update(c.co_names)
+        names.update(i.argval for i in dis.get_instructions(c)
+                     if i.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(i.argval, str))
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     for name in sorted(names):
         if name not in env:
