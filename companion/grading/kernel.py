@@ -163,9 +163,24 @@ def handle(request_name: str) -> None:
         out = {"ok": False, "error": describe(exc)}
     out["recorders"] = sorted(_called)
     try:
-        wire.write_safe(reply_path, out, handle=_new_handle)
+        wire.write_safe(reply_path, out, handle=_new_handle, params=_params_of(request))
     except BaseException as exc:
         wire.write_safe(reply_path, {"ok": False, "error": describe(exc), "unsendable": True})
+
+
+def _params_of(request: dict) -> dict[int, list]:
+    """The parameters of a call's module arguments: id -> [argument, name]."""
+    import torch
+
+    if request.get("op") != "call":
+        return {}
+    found: dict[int, list] = {}
+    args, kwargs = request.get("args", ()), request.get("kwargs", {})
+    for key, a in [*enumerate(args), *kwargs.items()]:
+        if isinstance(a, torch.nn.Module):
+            for name, param in a.named_parameters():
+                found.setdefault(id(param), [key, name])
+    return found
 
 
 def _dispatch(request: dict) -> tuple[Any, dict]:

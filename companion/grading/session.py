@@ -679,7 +679,10 @@ class StudentKernel:
             sync = reply.get("sync") or []
             if sync:
                 apply_sync(sync, args, kwargs)
-            return reply.get("value")
+            try:
+                return wire.resolve_params(reply.get("value"), args, kwargs)
+            except wire.WireError as exc:
+                raise HelperFailed(str(exc)) from None
         error = reply.get("error")
         if not isinstance(error, dict):
             raise HelperFailed("a malformed reply")

@@ -54,8 +54,9 @@ class _TooLarge(Exception):
 class _Encoder:
     """Turns a value into (JSON-able structure, {name: tensor}); unknown objects become handles."""
 
-    def __init__(self, handle: Callable[[Any], int] | None):
+    def __init__(self, handle: Callable[[Any], int] | None, params: dict[int, list] | None = None):
         self.handle = handle
+        self.params = params or {}  # id of a parameter of the call's module arguments -> [argument, name]
         self.tensors: dict[str, torch.Tensor] = {}
         self.items = 0
         self.bytes = 0
@@ -100,6 +101,8 @@ class _Encoder:
             return obj if math.isfinite(obj) else {"$float": repr(obj)}
         if obj is Ellipsis:
             return {"$ellipsis": True}
+        if isinstance(obj, torch.Tensor) and id(obj) in self.params:  # the argument's own parameter
+            return {"$param": list(self.params[id(obj)])}
         if isinstance(obj, torch.Tensor):
             try:
                 if obj.is_sparse or obj.is_quantized or obj.is_meta or obj.is_nested:
@@ -159,18 +162,22 @@ class _Encoder:
         return self._opaque(obj, "not plain data")
 
 
-def encode(obj: Any, handle: Callable[[Any], int] | None = None) -> tuple[Any, dict[str, torch.Tensor]]:
+def encode(obj: Any, handle: Callable[[Any], int] | None = None,
+           params: dict[int, list] | None = None) -> tuple[Any, dict[str, torch.Tensor]]:
     """``(structure, tensors)`` describing ``obj``; objects that are not plain data become
-    ``{"$remote": {...}}``, with an ``id`` from ``handle(obj)`` when ``handle`` is given."""
-    enc = _Encoder(handle)
+    ``{"$remote": {...}}``, with an ``id`` from ``handle(obj)`` when ``handle`` is given; a parameter
+    of a module argument of the call (``params``: its id -> ``[argument, name]``) becomes
+    ``{"$param": [argument, name]}``, which the grader reads as its own module's parameter."""
+    enc = _Encoder(handle, params)
     return enc.encode(obj), enc.tensors
 
 
-def write_safe(path: str | os.PathLike, obj: Any, handle: Callable[[Any], int] | None = None) -> None:
+def write_safe(path: str | os.PathLike, obj: Any, handle: Callable[[Any], int] | None = None,
+               params: dict[int, list] | None = None) -> None:
     """Write ``obj`` in the safe format (safetensors + JSON), for the grader to read."""
     from safetensors.torch import save_file
 
-    structure, tensors = encode(obj, handle)
+    structure, tensors = encode(obj, handle, params)
     text = json.dumps(structure, allow_nan=False)
     tmp = f"{path}.part"
     save_file(tensors, tmp, metadata={META_KEY: text})
@@ -290,6 +297,36 @@ def _dtype(name: Any) -> torch.dtype:
     return value
 
 
+class ParamRef:
+    """A parameter of one of the call's module arguments, by argument and name (the grader puts
+    its own module's parameter in its place, so that ``p is model.weight`` holds as in the notebook)."""
+
+    __slots__ = ("key", "name")
+
+    def __init__(self, key: "int | str", name: str):
+        self.key, self.name = key, name
+
+
+def resolve_params(value: Any, args: tuple, kwargs: dict, depth: int = 0) -> Any:
+    """``value`` with every :class:`ParamRef` replaced by the grader's parameter it names."""
+    if depth > _MAX_DEPTH + 2:
+        return value
+    if isinstance(value, ParamRef):
+        try:
+            module = args[value.key] if isinstance(value.key, int) else kwargs[value.key]
+            return module.get_parameter(value.name)
+        except (IndexError, KeyError, AttributeError, TypeError) as exc:
+            raise WireError(f"a reference to a parameter the grader does not have: {value.name!r}") from exc
+    if type(value) is list:
+        return [resolve_params(v, args, kwargs, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        items = [resolve_params(v, args, kwargs, depth + 1) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if type(value) is dict:
+        return {k: resolve_params(v, args, kwargs, depth + 1) for k, v in value.items()}
+    return value
+
+
 class _Decoder:
     def __init__(self, tensors: dict[str, torch.Tensor], session: Any):
         self.tensors, self.session = tensors, session
@@ -315,6 +352,10 @@ class _Decoder:
             if x.get("requires_grad") is True and (t.is_floating_point() or t.is_complex()):
                 t = t.requires_grad_(True)
             return t
+        if tag == "$param":
+            if not (isinstance(v, list) and len(v) == 2 and type(v[0]) in (int, str) and type(v[1]) is str):
+                raise WireError("a malformed parameter reference")
+            return ParamRef(v[0], v[1])
         if tag == "$tuple":
             items = tuple(self.decode(e, depth + 1) for e in self._list(v))
             fields = x.get("fields")
