@@ -255,6 +255,8 @@ def _changes(a: Any, before: Any) -> tuple[str, Any] | None:
             "attributes": {k: v for k, v in vars(a).items() if type(v) in (int, float, bool, str)
                            and k != "training" and not k.startswith("__")},
         }
+    if isinstance(a, torch.Generator):  # the draws it made move the caller's generator on too
+        return "generator", a.get_state()
     if callable(getattr(a, "state_dict", None)) and callable(getattr(a, "load_state_dict", None)):
         return "state", a.state_dict()
     if type(a) in (list, dict, set, bytearray):

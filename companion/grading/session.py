@@ -787,6 +787,10 @@ def apply_sync(sync: list, args: tuple, kwargs: dict) -> None:
                     if (isinstance(name, str) and name in vars(target) and type(vars(target)[name]) is type(value)
                             and type(value) in (int, float, bool, str)):
                         setattr(target, name, value)
+            elif kind == "generator" and isinstance(target, torch.Generator):
+                if not (isinstance(payload, torch.Tensor) and payload.dtype == torch.uint8):
+                    raise TypeError("not a generator's state")
+                target.set_state(payload)
             elif kind == "state":
                 target.load_state_dict(payload)
             elif kind == "list" and isinstance(target, list):
