@@ -5,12 +5,13 @@
 # Warnings are errors (-W) and every cross-reference must resolve (-n).
 #   bash scripts/build_book.sh            # HTML and PDF
 #   BOOK_PDF=0 bash scripts/build_book.sh # HTML only
-# The PDF needs Chromium (Debian's chromium: sudo bash scripts/setup.sh --browser; or set CHROMIUM
-# to another Chrome/Chromium). Without one, the PDF step is skipped with a message, except in CI
-# (CI=true), where it fails.
+# The PDF needs Chromium and fonts for the non-Latin text of chapter 11: as root, the set-up below
+# installs Debian's chromium, fonts-wqy-microhei and fonts-noto-color-emoji; as another user it
+# prints the apt-get command (or set CHROMIUM to another Chrome/Chromium). Without a browser the PDF
+# step is skipped with a message, except in CI (CI=true), where it fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+if [ "${BOOK_PDF:-1}" != "0" ]; then bash scripts/setup.sh --pdf; else bash scripts/setup.sh; fi
 .venv/bin/jupyter-book build . --path-output . -W -n --keep-going "$@"
 if [ "${BOOK_PDF:-1}" != "0" ]; then
   chromium_path=${CHROMIUM:-/usr/bin/chromium}
@@ -20,7 +21,7 @@ if [ "${BOOK_PDF:-1}" != "0" ]; then
     echo "book: no browser at $chromium_path to print the PDF (set CHROMIUM)" >&2
     exit 1
   else
-    echo "book: PDF skipped: no browser at $chromium_path (sudo bash scripts/setup.sh --browser)" >&2
+    echo "book: PDF skipped: no browser at $chromium_path (sudo bash scripts/setup.sh --pdf)" >&2
   fi
 fi
 echo "book: open _build/html/index.html"

@@ -2,8 +2,11 @@
 # Creates (or refreshes) the project's virtual environment in .venv with every pinned package.
 # Safe to run again: it reinstalls only when requirements.txt or pyproject.toml changed.
 #   bash scripts/setup.sh            # the Python environment
-#   bash scripts/setup.sh --browser  # also Debian's chromium (the browser test of the book) and
-#                                    # bubblewrap (the grader's sandbox): what scripts/test.sh needs
+#   bash scripts/setup.sh --pdf      # also Debian's chromium and the fonts the PDF prints with (CJK
+#                                    # and emoji in chapter 11): what scripts/build_book.sh needs
+#   bash scripts/setup.sh --browser  # all of --pdf, and bubblewrap (the grader's sandbox): what
+#                                    # scripts/test.sh needs
+# As root the Debian packages are installed with apt-get; otherwise the script says what to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,22 +37,26 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.stamp 2>/dev/null)" != "$want" ]
   echo "$want" > .venv/.stamp
 fi
 
-if [ "${1:-}" = "--browser" ] && ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "setup: installing Debian's chromium for the browser test"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  else
-    echo "setup: the browser test needs chromium: sudo apt-get install chromium" >&2
-  fi
+MODE=${1:-}
+# Debian packages, installed as root in one apt-get call; an ordinary user is told the command.
+want_debs=()
+if [ "$MODE" = "--browser" ] || [ "$MODE" = "--pdf" ]; then
+  command -v chromium >/dev/null 2>&1 || want_debs+=(chromium)
+  # The PDF is printed by Chromium, which draws a character only if some font has it: chapter 11
+  # prints Japanese and an emoji. WenQuanYi Micro Hei (1.6 MB) covers CJK; Noto Color Emoji, emoji.
+  [ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || want_debs+=(fonts-wqy-microhei)
+  [ -e /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf ] || want_debs+=(fonts-noto-color-emoji)
 fi
-
 # The grader runs every submission in a bubblewrap sandbox (companion/grading/sandbox.py); its
 # tests need bwrap. Without it the grader still runs, with the weaker guarantees it states.
-if [ "${1:-}" = "--browser" ] && ! command -v bwrap >/dev/null 2>&1; then
+if [ "$MODE" = "--browser" ] && ! command -v bwrap >/dev/null 2>&1; then
+  want_debs+=(bubblewrap)
+fi
+if [ ${#want_debs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    echo "setup: installing Debian's bubblewrap for the grader's sandbox"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+    echo "setup: installing Debian's ${want_debs[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want_debs[@]}" >/dev/null
   else
-    echo "setup: the grader's sandbox needs bubblewrap: sudo apt-get install bubblewrap" >&2
+    echo "setup: the book's PDF and browser test need: sudo apt-get install ${want_debs[*]}" >&2
   fi
 fi

@@ -1072,6 +1072,31 @@ def test_the_book_pdf(build, server, browser):
           f"instructors' edition {len(PdfReader(instructors).pages)} pages ({instructors.stat().st_size / 1e6:.1f} MB)")
 
 
+def _pdf_fonts(reader) -> set[str]:
+    """The base names of every font the PDF's pages use."""
+    names = set()
+    for page in reader.pages:
+        fonts = ((page.get("/Resources") or {}).get("/Font") or {})
+        for font in fonts.get_object().values():
+            font = font.get_object()
+            names.add(str(font.get("/BaseFont", "")))
+            for descendant in font.get("/DescendantFonts") or []:
+                names.add(str(descendant.get_object().get("/BaseFont", "")))
+    return names
+
+
+def test_the_pdf_prints_non_latin_text_with_a_font_that_has_it(build):
+    """Chapter 11 prints Japanese (日本); Chromium draws empty boxes unless some font has the
+    glyphs, and scripts/setup.sh --pdf installs one (WenQuanYi Micro Hei)."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(build.html / build_pdf.STUDENT_PDF)
+    assert "日本" in "".join(p.extract_text() or "" for p in reader.pages), "the PDF lost chapter 11's 日本"
+    fonts = _pdf_fonts(reader)
+    assert any("WenQuanYi" in f or "wqy" in f.lower() or "CJK" in f for f in fonts), (
+        f"no CJK font in the PDF (fonts: {sorted(fonts)}): sudo apt-get install fonts-wqy-microhei")
+
+
 def test_reference_list_is_sorted_by_label(site):
     refs = next((p for p in _visited(site) if p.survey["labels"]), None)
     assert refs is not None, "no page lists the references (div.citation)"
