@@ -77,9 +77,11 @@ class StudentError(Exception):
     looks at ``.error`` (see :func:`attempt`).
     """
 
-    def __init__(self, error: BaseException):
+    def __init__(self, error: BaseException, call: str = ""):
         super().__init__(f"{type(error).__name__}: {error}")
         self.error = error
+        #: The call that raised, as a hint quotes it: ``my_fn(a tensor of shape (1, 3) ..., 5)``.
+        self.call = call
 
 
 def passed(message: str = "well done.") -> None:
@@ -214,7 +216,8 @@ def _guard(answer: Any) -> Any:
         except (_Verdict, StudentError):
             raise
         except Exception as exc:  # noqa: BLE001 - anything the student's code raises
-            raise StudentError(exc) from exc
+            raise StudentError(exc, _call_text(answer, args, kwargs)) from exc
+        _returned(result)
         changed = [i for i, (v, snap) in enumerate(zip(values, snaps)) if not _unchanged(v, snap)]
         if changed:
             names = _argument_names(answer, args, kwargs)
@@ -225,6 +228,152 @@ def _guard(answer: Any) -> Any:
         return result
 
     return call
+
+
+#: What the student's functions returned during the check now running (one list per check; a
+#: checker may call a checker, so they stack): read when the checker's own code fails afterwards.
+_RETURNED: list[list[Any]] = []
+
+
+def _returned(result: Any) -> None:
+    if _RETURNED and len(_RETURNED[-1]) < 10_000:
+        _RETURNED[-1].append(result)
+
+
+def _call_text(answer: Any, args: tuple, kwargs: dict) -> str:
+    """``name(description of each argument)``, at most about 160 characters. Never raises."""
+    try:
+        name = getattr(answer, "__name__", "your function")
+        parts = [_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()]
+        text = f"{name}({', '.join(parts)})"
+        return text if len(text) <= 160 else text[:157] + "..."
+    except Exception:  # noqa: BLE001 - a description must never fail
+        return "your function"
+
+
+def _short(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"<tensor {tuple(x.shape)} {str(x.dtype).replace('torch.', '')}>"
+    if isinstance(x, np.ndarray):
+        return f"<array {x.shape}>"
+    if isinstance(x, (list, tuple)) and len(x) > 6:
+        return f"<{type(x).__name__} of {len(x)}>"
+    if isinstance(x, torch.nn.Module):
+        return f"<{type(x).__name__}>"
+    try:
+        text = repr(x)
+    except Exception:  # noqa: BLE001
+        text = f"<{type(x).__name__}>"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), np.number, np.bool_, slice, range)
+
+
+def _junk(value: Any, depth: int = 0) -> str | None:
+    """Why ``value`` is something no exercise asks for (a meta or sparse tensor, a tensor subclass,
+    an object of the student's own class...), or None for ordinary values. Never raises."""
+    try:
+        if depth > 3:
+            return None
+        if isinstance(value, torch.Tensor):
+            if type(value) not in (torch.Tensor, torch.nn.Parameter):
+                return f"a {type(value).__name__}, a subclass of torch.Tensor"
+            if value.is_meta:
+                return "a tensor on the meta device, which holds no values"
+            if value.layout != torch.strided:
+                return f"a {value.layout} tensor"
+            if value.device.type != "cpu":
+                return f"a tensor on {value.device}"
+            if value.is_quantized:
+                return "a quantized tensor"
+            return None
+        if isinstance(value, _PLAIN) or isinstance(value, np.ndarray):
+            return None if not isinstance(value, np.ndarray) or value.dtype.kind in "biufc" else \
+                f"a NumPy array of dtype {value.dtype}"
+        if isinstance(value, (list, tuple)):
+            for item in list(value)[:1000]:
+                why = _junk(item, depth + 1)
+                if why:
+                    return f"a {type(value).__name__} holding {why}"
+            return None
+        if isinstance(value, dict):
+            for item in list(value.values())[:1000]:
+                why = _junk(item, depth + 1)
+                if why:
+                    return f"a dict holding {why}"
+            return None
+        if isinstance(value, (torch.nn.Module, torch.dtype, torch.Size, torch.device, torch.Generator)):
+            return None
+        module = type(value).__module__ or ""
+        if module.split(".")[0] in ("torch", "numpy", "builtins", "collections", "companion", "itertools",
+                                    "functools", "types", "fractions", "decimal"):
+            return None
+        return f"an object of class {type(value).__name__}"
+    except Exception:  # noqa: BLE001 - an object that breaks on inspection is junk itself
+        return f"an object of class {type(value).__name__} that breaks when inspected"
+
+
+def _first_junk() -> str | None:
+    """Why the first junk value the student's functions returned in this check is junk, if any."""
+    return next((why for why in map(_junk, _RETURNED[-1] if _RETURNED else []) if why), None)
+
+
+def _junk_message(junk: str) -> str:
+    return (f"your function returned {junk}, which this exercise never asks for: return the type its "
+            "text names (a plain tensor on the CPU, a number, a list...).")
+
+
+def _stub_functions(answer: Any) -> set[str] | None:
+    """Names of the functions in the answer's source that can only raise NotImplementedError: a
+    ``raise NotImplementedError`` among the body's own statements and no ``return`` or ``yield``.
+    None when the source cannot be read."""
+    import ast
+
+    source = rules.source_of(answer)
+    if not source:
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return None
+    names = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        raises = any(isinstance(stmt, ast.Raise) and "NotImplementedError" in ast.unparse(stmt) for stmt in node.body)
+        own, stack = [], list(node.body)
+        while stack:  # the function's own statements, not those of functions defined inside it
+            item = stack.pop()
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            own.append(item)
+            stack.extend(ast.iter_child_nodes(item))
+        returns = any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) for n in own)
+        if raises and not returns:
+            names.add(node.name)
+    return names
+
+
+def _only_the_stub_raised(answers: tuple, raised: StudentError, returned_before: bool) -> bool:
+    """True when a NotImplementedError means "not attempted": nothing the student wrote ran yet.
+
+    False when an earlier call of the check returned normally, or when the function that raised
+    can return (the raise sits in one branch: a case still unwritten), which is then reported as
+    that case, with its input.
+    """
+    if returned_before:
+        return False
+    stubs: set[str] = set()
+    for answer in answers:
+        names = _stub_functions(answer)
+        if names is None:
+            return True  # no source: believe the stub
+        stubs |= names
+    frames = [f.name for f in traceback.extract_tb(raised.error.__traceback__) if _is_student_frame(f.filename)]
+    if frames:
+        return frames[-1] in stubs or frames[-1] == "<module>"
+    return bool(stubs)
 
 
 def attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, BaseException | None]:
@@ -293,6 +442,7 @@ def checker(exercise: str, *, companion_given: bool = False,
                 if not callable(a):
                     return Feedback(exercise, HINT, "pass your function itself to the check, without calling it "
                                     f"(its name, no parentheses); you passed {describe(a)}.", SPECIFIC)
+            _RETURNED.append([])
             try:
                 with rules.watch() as seen:
                     try:
@@ -305,16 +455,29 @@ def checker(exercise: str, *, companion_given: bool = False,
                         final = _Verdict(PASSED, "well done.")
                 raise _companion_verdict(answers, seen, companion_given, allow) or final
             except _Verdict as verdict:
+                junk = _first_junk()
+                if junk:  # what it returned decides first: an object that fakes comparisons never passes
+                    return Feedback(exercise, HINT, _junk_message(junk), SPECIFIC)
                 return Feedback(exercise, verdict.status, verdict.message, verdict.kind)
             except StudentError as raised:
                 exc = raised.error
                 if isinstance(exc, NotImplementedError):
-                    return Feedback(exercise, NOT_ATTEMPTED,
-                                    "write your code where it says `raise NotImplementedError`, then run this cell again.")
+                    if _only_the_stub_raised(answers, raised, bool(_RETURNED and _RETURNED[-1])):
+                        return Feedback(exercise, NOT_ATTEMPTED,
+                                        "write your code where it says `raise NotImplementedError`, then run this cell again.")
+                    return Feedback(exercise, HINT, f"your code still raises NotImplementedError{_where(exc)} when called "
+                                    f"as {raised.call or 'the check calls it'}: that case is not written yet.",
+                                    RAISED, _student_traceback(exc))
                 return Feedback(exercise, HINT, f"your code raised {type(exc).__name__}: {_text(exc)}{_where(exc)}",
                                 RAISED, _student_traceback(exc))
-            except Exception as exc:  # noqa: BLE001 - the checker's own code failed: a bug of ours
+            except Exception as exc:  # noqa: BLE001 - the checker's own code failed: a bug of ours...
+                junk = _first_junk()
+                if junk:  # ...unless the student's function returned something no exercise asks for
+                    return Feedback(exercise, HINT, _junk_message(junk), SPECIFIC)
                 return Feedback(exercise, INTERNAL, _internal_message(exc), "internal")
+            finally:
+                if _RETURNED:
+                    _RETURNED.pop()
 
         check.exercise = exercise  # type: ignore[attr-defined]
         return check
