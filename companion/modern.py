@@ -165,6 +165,10 @@ class GroupedQueryAttention(nn.Module):
 
     def forward(self, x: Tensor, *, cache=None) -> Tensor:
         check_vectors("x", x, self.d_model, like=self.q_proj.weight)
+        if cache is not None:
+            from .attention import KVCache
+            check_instance("cache", cache, KVCache, "None or a companion.attention.KVCache",
+                           hint="a model's cache holds one per layer: cache.layers[i]")
         B, T, _ = x.shape
         h, h_kv, d = self.n_heads, self.n_kv_heads, self.d_head
         q = self.q_proj(x).view(B, T, h, d).transpose(1, 2)  # (B, T, h*d) -> (B, h, T, d)

@@ -355,12 +355,12 @@ class VisionTransformer(nn.Module):
             raise TypeError(f"`hf_model` must be a transformers ViTModel or ViTForImageClassification "
                             f"(got {type(hf_model).__name__})")
         if config.hidden_act != "gelu" or not config.qkv_bias:
-            raise ValueError(f"only hidden_act='gelu' with qkv_bias=True is supported (got {config.hidden_act!r}, "
-                             f"qkv_bias={config.qkv_bias})")
+            raise ValueError(f"`hf_model` must have hidden_act='gelu' and qkv_bias=True, the only ones supported "
+                             f"(got hidden_act={config.hidden_act!r}, qkv_bias={config.qkv_bias})")
         size, patch = _pair("image_size", config.image_size), _pair("patch_size", config.patch_size)
         if size[0] != size[1] or patch[0] != patch[1]:
-            raise ValueError(f"only square images and patches are supported (got image_size={config.image_size}, "
-                             f"patch_size={config.patch_size})")
+            raise ValueError(f"`hf_model` must have square images and patches, the only ones supported (got "
+                             f"image_size={config.image_size}, patch_size={config.patch_size})")
         classifier = getattr(hf_model, "classifier", None)
         n_classes = classifier.out_features if isinstance(classifier, nn.Linear) else 1
         ours = cls(ViTConfig(image_size=size[0], patch_size=patch[0], n_channels=config.num_channels,

@@ -710,6 +710,10 @@ EXTRA_34 = [
     (lambda t: t.modern.rope_frequencies(5), ValueError, r"`d_head` must be even: features rotate in pairs \(got d_head=5\)"),
     (lambda t: t.modern.rope_frequencies(8, base=NAN), ValueError, r"`base` must be a finite number > 1 \(got base=nan\)"),
     (lambda t: t.modern.rope_frequencies(8, dtype=torch.long), ValueError, r"`dtype` must be a floating-point dtype such as torch.float32 \(got torch.int64\)"),
+    (lambda t: t.gqa(torch.randn(1, 2, 16), cache={}), TypeError,  # was an AttributeError
+     r"`cache` must be None or a companion.attention.KVCache \(got dict\); a model's cache holds one per layer"),
+    (lambda t: t.vit.VisionTransformer.from_hf(_hf_vit(hidden_act="gelu_new")), ValueError,
+     r"`hf_model` must have hidden_act='gelu' and qkv_bias=True, the only ones supported \(got hidden_act='gelu_new'"),
     (lambda t: t.modern.ModernGPT(t.cfg).copy_from_hf(nn.Linear(2, 2)), TypeError,
      r"`hf_model` must be a transformers LlamaForCausalLM or Qwen3ForCausalLM \(got Linear\)"),
 ]
