@@ -410,10 +410,11 @@ class VisionTransformer(nn.Module):
                    ("embeddings.patch_embeddings.projection.bias", self.patch_embed.proj.bias, conv.bias)]
         modules = [(self.encoder.norm, vit.layernorm, "layernorm")]
         for i, (block, layer) in enumerate(zip(self.encoder.blocks, vit.layers)):
-            modules += [(mine, attrgetter(a)(layer), f"layers.{i}.{a}") for mine, a in [(block.norm1, "layernorm_before"), (block.norm2, "layernorm_after"),
-                                        (block.attn.q_proj, "attention.q_proj"), (block.attn.k_proj, "attention.k_proj"),
-                                        (block.attn.v_proj, "attention.v_proj"), (block.attn.out_proj, "attention.o_proj"),
-                                        (block.ff.linear1, "mlp.fc1"), (block.ff.linear2, "mlp.fc2")]]
+            names = [(block.norm1, "layernorm_before"), (block.norm2, "layernorm_after"),
+                     (block.attn.q_proj, "attention.q_proj"), (block.attn.k_proj, "attention.k_proj"),
+                     (block.attn.v_proj, "attention.v_proj"), (block.attn.out_proj, "attention.o_proj"),
+                     (block.ff.linear1, "mlp.fc1"), (block.ff.linear2, "mlp.fc2")]
+            modules += [(mine, attrgetter(a)(layer), f"layers.{i}.{a}") for mine, a in names]
         classifier = getattr(hf_model, "classifier", None)
         if isinstance(classifier, nn.Linear):
             modules.append((self.head, classifier, "classifier"))
@@ -455,7 +456,8 @@ def _hf_differences(hf: Any, cfg: ViTConfig, classifier: Any) -> list[str]:
     out = []
     for hf_name, theirs, ours, our_name in pairs:
         if theirs != ours:
-            mine = f"this model {our_name}={ours!r}" if "always" not in our_name else f"this model {ours!r} ({our_name})"
+            mine = (f"this model {our_name}={ours!r}" if "always" not in our_name
+                    else f"this model {ours!r} ({our_name})")
             out.append(f"{hf_name}: Hugging Face {theirs!r}, {mine}")
     return out
 
