@@ -33,7 +33,7 @@ from .model import GPTCache
 from .norm import RMSNorm
 from .positional import apply_rotary
 from .validation import (IGNORE_INDEX, check_bool, check_choice, check_float, check_instance, check_int,
-                         check_tensor, check_token_ids)
+                         check_float_dtype, check_tensor, check_token_ids, check_vectors)
 
 #: The two conventions for which features rotate together. ``"interleaved"``: pairs
 #: ``(2j, 2j+1)`` (the RoFormer paper, Meta's original Llama code, chapter 5's ``apply_rotary``);
@@ -45,6 +45,11 @@ LAYOUTS = ("halves", "interleaved")
 def rope_frequencies(d_head: int, base: float = 10000.0, dtype: torch.dtype = torch.float64,
                      device=None) -> Tensor:
     """The ``d_head / 2`` angular frequencies ``base ** (-2j / d_head)``. Shapes: -> (d_head/2,)."""
+    d_head = check_int("d_head", d_head, minimum=2)
+    if d_head % 2:
+        raise ValueError(f"`d_head` must be even: features rotate in pairs (got d_head={d_head})")
+    check_float("base", base, low=1.0, low_open=True)
+    check_float_dtype("dtype", dtype)
     return base ** (-torch.arange(0, d_head, 2, dtype=dtype, device=device) / d_head)
 
 
@@ -104,11 +109,13 @@ class SwiGLU(nn.Module):
         super().__init__()
         check_int("d_model", d_model, minimum=1)
         check_int("d_ff", d_ff, minimum=1)
+        check_bool("bias", bias)
         self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
+        check_vectors("x", x, self.gate_proj.in_features, shape=("...",), like=self.gate_proj.weight)
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # (..., d_ff) -> (..., d_model)
 
 
@@ -142,6 +149,11 @@ class GroupedQueryAttention(nn.Module):
         if d_head % 2:
             raise ValueError(f"`d_head` must be even for rotary embeddings (got {d_head})")
         check_choice("rope_layout", rope_layout, LAYOUTS)
+        check_bool("qk_norm", qk_norm)
+        check_float("rope_base", rope_base, low=1.0, low_open=True)
+        check_float("norm_eps", norm_eps, low=0.0, low_open=True)
+        check_bool("bias", bias)
+        self.d_model = d_model
         self.n_heads, self.n_kv_heads, self.d_head = n_heads, n_kv_heads, d_head
         self.rope_base, self.rope_layout = float(rope_base), rope_layout
         self.q_proj = nn.Linear(d_model, n_heads * d_head, bias=bias)
@@ -152,6 +164,11 @@ class GroupedQueryAttention(nn.Module):
         self.k_norm = RMSNorm(d_head, eps=norm_eps) if qk_norm else None
 
     def forward(self, x: Tensor, *, cache=None) -> Tensor:
+        check_vectors("x", x, self.d_model, like=self.q_proj.weight)
+        if cache is not None:
+            from .attention import KVCache
+            check_instance("cache", cache, KVCache, "None or a companion.attention.KVCache",
+                           hint="a model's cache holds one per layer: cache.layers[i]")
         B, T, _ = x.shape
         h, h_kv, d = self.n_heads, self.n_kv_heads, self.d_head
         q = self.q_proj(x).view(B, T, h, d).transpose(1, 2)  # (B, T, h*d) -> (B, h, T, d)
@@ -238,8 +255,94 @@ class ModernConfig:
 
     def kv_cache_bytes(self, batch_size: int, length: int, bytes_per_number: int = 2) -> int:
         """Bytes of the KV cache for ``batch_size`` sequences of ``length`` tokens: keys and values,
-        every layer, ``n_kv_heads`` heads of ``d_head`` numbers (2 bytes each in bfloat16)."""
+        every layer, ``n_kv_heads`` heads of ``d_head`` numbers (2 bytes each in bfloat16).
+        A batch or a length of 0 is legitimate (an empty cache: 0 bytes)."""
+        batch_size = check_int("batch_size", batch_size, minimum=0)
+        length = check_int("length", length, minimum=0)
+        bytes_per_number = check_int("bytes_per_number", bytes_per_number, minimum=1,
+                                     hint="2 for bfloat16, 4 for float32")
         return 2 * self.n_layers * batch_size * length * self.n_kv_heads * self.d_head * bytes_per_number
+
+
+def _hf_rope(config) -> tuple:
+    """``(rope_type, rope_theta, partial_rotary_factor)`` of a transformers config, old or new style."""
+    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    theta = params.get("rope_theta", getattr(config, "rope_theta", None))
+    kind = params.get("rope_type", params.get("type", "default"))
+    partial = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
+    return kind, theta, partial
+
+
+def _hf_differences(hf_model, c: "ModernConfig") -> list[str]:
+    """Each setting in which a Hugging Face causal LM differs from ``c``; a wrong kind of model is a TypeError."""
+    config = getattr(hf_model, "config", None)
+    kind = getattr(config, "model_type", None)
+    if not isinstance(hf_model, nn.Module) or kind not in ("llama", "qwen3"):
+        raise TypeError(f"`hf_model` must be a transformers LlamaForCausalLM or Qwen3ForCausalLM (got "
+                        f"{type(hf_model).__name__}{'' if kind is None else f', model_type={kind!r}'})")
+    if not c.tie_embeddings and not isinstance(getattr(hf_model, "lm_head", None), nn.Linear):
+        raise TypeError(f"`hf_model` has no output head (got {type(hf_model).__name__}) but this model's head is "
+                        "untied (tie_embeddings=False): pass the ForCausalLM model")
+    rope_type, theta, partial = _hf_rope(config)
+    sliding = [t for t in (getattr(config, "layer_types", None) or []) if t != "full_attention"]
+    if getattr(config, "layer_types", None) is None and getattr(config, "use_sliding_window", False):
+        sliding = ["sliding_attention"]
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    pairs = [
+        ("model_type", kind, "qwen3" if c.qk_norm else "llama",
+         f"qk_norm={c.qk_norm} ({'a Qwen 3 has QK-norm' if c.qk_norm else 'a Llama has no QK-norm'})"),
+        ("vocab_size", config.vocab_size, c.vocab_size, "vocab_size"),
+        ("hidden_size", config.hidden_size, c.d_model, "d_model"),
+        ("intermediate_size", config.intermediate_size, c.d_ff, "d_ff"),
+        ("num_hidden_layers", config.num_hidden_layers, c.n_layers, "n_layers"),
+        ("num_attention_heads", config.num_attention_heads, c.n_heads, "n_heads"),
+        ("num_key_value_heads", kv_heads, c.n_kv_heads, "n_kv_heads"),
+        ("head_dim", head_dim, c.d_head, "d_head"),
+        ("rms_norm_eps", config.rms_norm_eps, c.norm_eps, "norm_eps"),
+        ("rope_theta", theta, c.rope_base, "rope_base"),
+        ("rope_type", rope_type, "default", "plain RoPE, always"),
+        ("partial_rotary_factor", partial, 1.0, "every feature rotated, always"),
+        ("tie_word_embeddings", bool(getattr(config, "tie_word_embeddings", False)), c.tie_embeddings,
+         "tie_embeddings"),
+        ("attention_bias", bool(getattr(config, "attention_bias", False)), False, "no biases, always"),
+        ("mlp_bias", bool(getattr(config, "mlp_bias", False)), False, "no biases, always"),
+        ("hidden_act", config.hidden_act, "silu", "SwiGLU's SiLU, always"),
+        ("layer_types", sliding[:1] or None, None, "full attention in every layer, always"),
+    ]
+    out = []
+    for hf_name, theirs, ours, our_name in pairs:
+        if theirs != ours:
+            if hf_name == "model_type":
+                out.append(f"model_type: Hugging Face {theirs!r}, this model {our_name}")
+            elif "always" in our_name:
+                out.append(f"{hf_name}: Hugging Face {theirs!r}, this model {ours!r} ({our_name})")
+            else:
+                out.append(f"{hf_name}: Hugging Face {theirs!r}, this model {our_name}={ours!r}")
+    return out
+
+
+def _check_hf_shapes(model: "ModernGPT", hf_model) -> None:
+    """Every tensor to copy has our shape (a model whose weights disagree with its config is refused
+    before anything is copied)."""
+    ours = dict(model.named_parameters(remove_duplicate=False))
+    renames = [("tok_emb.", "model.embed_tokens."), ("final_norm.", "model.norm."), ("blocks.", "model.layers."),
+               (".attn.", ".self_attn."), (".norm1.", ".input_layernorm."), (".norm2.", ".post_attention_layernorm."),
+               (".ff.", ".mlp.")]
+    theirs = dict(hf_model.named_parameters(remove_duplicate=False))
+    if not any(k.startswith("model.") for k in theirs):  # a bare LlamaModel
+        theirs = {f"model.{k}": v for k, v in theirs.items()}
+    for name, p in ours.items():
+        if name == "head.weight" and model.config.tie_embeddings:
+            continue
+        hf_name = "lm_head." + name[len("head."):] if name.startswith("head.") else name
+        for a, b in renames:
+            hf_name = hf_name.replace(a, b)
+        t = theirs.get(hf_name)
+        if t is None or tuple(t.shape) != tuple(p.shape):
+            got = "no such tensor" if t is None else f"shape {tuple(t.shape)}"
+            raise ValueError(f"`hf_model`'s {hf_name} has {got}, this model's {name} has shape {tuple(p.shape)}: "
+                             "its weights do not have the shapes its config gives")
 
 
 class ModernGPT(nn.Module):
@@ -320,8 +423,19 @@ class ModernGPT(nn.Module):
     # ------------------------------------------------------------------ Hugging Face
     def hf_config(self):
         """The ``transformers`` config of the same model: ``LlamaConfig``, or ``Qwen3Config`` when
-        ``qk_norm`` (imported here: transformers is needed only for this)."""
+        ``qk_norm`` (imported here: transformers is needed only for this).
+
+        Hugging Face's configs require ``hidden_size`` to be a multiple of ``num_attention_heads``
+        even when ``head_dim`` is given (``d_model=30, n_heads=4, d_head=8`` is refused): such a
+        model has no Hugging Face config, and this says so before transformers is imported.
+        ``d_model != n_heads * d_head`` is legitimate when the division is exact (``d_model=32,
+        n_heads=4, d_head=12``): the tests copy such a model both ways, with equal logits."""
         c = self.config
+        if c.d_model % c.n_heads:
+            raise ValueError(f"this model has no Hugging Face config: transformers requires hidden_size to be a "
+                             f"multiple of num_attention_heads, even with head_dim given (got d_model={c.d_model}, "
+                             f"n_heads={c.n_heads}, d_head={c.d_head} in `self.config`); choose d_model a multiple "
+                             f"of n_heads")
         common = dict(vocab_size=c.vocab_size, hidden_size=c.d_model, intermediate_size=c.d_ff,
                       num_hidden_layers=c.n_layers, num_attention_heads=c.n_heads, num_key_value_heads=c.n_kv_heads,
                       head_dim=c.d_head, max_position_embeddings=c.context_length, rms_norm_eps=c.norm_eps,
@@ -337,11 +451,24 @@ class ModernGPT(nn.Module):
     def copy_from_hf(self, hf_model: nn.Module) -> "ModernGPT":
         """Copy the weights of a Hugging Face ``LlamaForCausalLM``/``Qwen3ForCausalLM`` of the same
         shape. HF rotates halves; into an ``"interleaved"`` model the rows of each head's ``W_Q`` and
-        ``W_K`` are permuted (:func:`halves_order`), so the two compute the same function."""
+        ``W_K`` are permuted (:func:`halves_order`), so the two compute the same function.
+
+        Every setting that changes the function is compared first, and each difference is named
+        (nothing is copied then): sizes, heads, key/value heads, ``head_dim``, ``rms_norm_eps``,
+        ``rope_theta`` and the rope type, QK-norm (a Qwen 3 has it, a Llama not), the tied head,
+        attention and MLP biases, the activation, sliding windows. ``max_position_embeddings`` is not
+        compared: it does not change the function (RoPE has no table), only ``context_length`` limits
+        this model's input."""
         c = self.config
+        differences = _hf_differences(hf_model, c)
+        if differences:
+            raise ValueError(f"`hf_model` computes another function than this model; {len(differences)} setting"
+                             f"{'s differ' if len(differences) > 1 else ' differs'}: " + "; ".join(differences)
+                             + ". Build this model from a ModernConfig with the same settings")
         base = getattr(hf_model, "model", hf_model)
         if len(base.layers) != c.n_layers:
             raise ValueError(f"the Hugging Face model has {len(base.layers)} layers, this one n_layers={c.n_layers}")
+        _check_hf_shapes(self, hf_model)
         inverse = torch.argsort(halves_order(c.d_head))  # halves feature -> interleaved feature
 
         def qk(weight: Tensor, heads: int) -> Tensor:

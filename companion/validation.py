@@ -43,6 +43,7 @@ __all__ = [
     "check_token_ids",
     "check_index",
     "check_logits",
+    "check_finite",
     "as_token_ids",
 ]
 
@@ -359,6 +360,25 @@ def check_logits(name: str, logits: Tensor, *, what: str | None = None, hint: st
         where = f"of row {_first(dead)} " if dead.ndim else ""
         raise ValueError(f"{what} must leave at least one possible token, but every entry {where}is -inf{fix}")
     return logits
+
+
+def check_finite(name: str, x: Tensor, *, hint: str = "") -> Tensor:
+    """Every entry of the floating-point tensor ``x`` must be finite (no NaN, no inf); returns it.
+
+    A NaN input to a training loop trains to NaN without a word: refuse it before the first step.
+    Checked on the CPU, asynchronously on CUDA (see the module's docstring).
+    """
+    if torch.compiler.is_compiling() or not x.numel() or not (x.is_floating_point() or x.is_complex()):
+        return x
+    if x.device.type != "cpu":
+        _device_assert(torch.isfinite(x).all(), f"`{name}` must hold finite numbers (no NaN, no inf){_suffix(hint)}")
+        return x
+    bad = ~torch.isfinite(x)
+    if bool(bad.any()):
+        pos = _first(bad)
+        raise ValueError(f"`{name}` must hold finite numbers (got {x[pos].item()} at position "
+                         f"{pos[0] if len(pos) == 1 else pos}){_suffix(hint)}")
+    return x
 
 
 def as_token_ids(name: str, value: Any, *, ndims: Sequence[int] = (1, 2), empty_ok: bool = False) -> Tensor:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,8 @@ from torch.nn import functional as F
 from companion.block import block_parameters
 from companion.encoder import Encoder
 from companion.positional import sinusoidal_encoding
-from companion.validation import check_bool, check_choice, check_float, check_int, check_tensor
+from companion.validation import (check_bool, check_choice, check_finite, check_float, check_index, check_int,
+                                  check_tensor)
 
 __all__ = [
     "patchify",
@@ -353,12 +355,12 @@ class VisionTransformer(nn.Module):
             raise TypeError(f"`hf_model` must be a transformers ViTModel or ViTForImageClassification "
                             f"(got {type(hf_model).__name__})")
         if config.hidden_act != "gelu" or not config.qkv_bias:
-            raise ValueError(f"only hidden_act='gelu' with qkv_bias=True is supported (got {config.hidden_act!r}, "
-                             f"qkv_bias={config.qkv_bias})")
+            raise ValueError(f"`hf_model` must have hidden_act='gelu' and qkv_bias=True, the only ones supported "
+                             f"(got hidden_act={config.hidden_act!r}, qkv_bias={config.qkv_bias})")
         size, patch = _pair("image_size", config.image_size), _pair("patch_size", config.patch_size)
         if size[0] != size[1] or patch[0] != patch[1]:
-            raise ValueError(f"only square images and patches are supported (got image_size={config.image_size}, "
-                             f"patch_size={config.patch_size})")
+            raise ValueError(f"`hf_model` must have square images and patches, the only ones supported (got "
+                             f"image_size={config.image_size}, patch_size={config.patch_size})")
         classifier = getattr(hf_model, "classifier", None)
         n_classes = classifier.out_features if isinstance(classifier, nn.Linear) else 1
         ours = cls(ViTConfig(image_size=size[0], patch_size=patch[0], n_channels=config.num_channels,
@@ -371,35 +373,93 @@ class VisionTransformer(nn.Module):
 
     @torch.no_grad()
     def copy_from_hf(self, hf_model: nn.Module) -> "VisionTransformer":
-        """Copy the weights of a Hugging Face ViT of the same shape (see :meth:`from_hf`). Returns ``self``."""
+        """Copy the weights of a Hugging Face ViT of the same configuration (see :meth:`from_hf`).
+        Returns ``self``.
+
+        Every setting that changes the function is compared first, and each difference is named
+        (nothing is copied then): image and patch size, channels, width, layers, heads, feed-forward
+        width, LayerNorm eps, activation, query/key/value biases, the number of classes. Dropout
+        rates are not compared (they act only in training mode).
+        """
         vit = getattr(hf_model, "vit", hf_model)
+        config = getattr(vit, "config", None)
+        if not isinstance(hf_model, nn.Module) or getattr(config, "model_type", None) != "vit":
+            raise TypeError(f"`hf_model` must be a transformers ViTModel or ViTForImageClassification "
+                            f"(got {type(hf_model).__name__}"
+                            f"{', model_type=' + repr(config.model_type) if hasattr(config, 'model_type') else ''})")
         emb = vit.embeddings
         if self.pos_embed is None or not isinstance(self.pos_embed, nn.Parameter):
-            raise ValueError("Hugging Face's ViT has learned positions: build this model with positions='learned'")
+            raise ValueError("Hugging Face's ViT has learned positions: build this model with positions='learned' "
+                             f"(got positions={self.config.positions!r})")
+        differences = _hf_differences(config, self.config, getattr(hf_model, "classifier", None))
+        if differences:
+            raise ValueError(f"`hf_model` computes another function than this model; {len(differences)} setting"
+                             f"{'s differ' if len(differences) > 1 else ' differs'}: " + "; ".join(differences)
+                             + ". Build a matching model with VisionTransformer.from_hf(hf_model)")
         if tuple(emb.position_embeddings.shape) != tuple(self.pos_embed.shape) or len(vit.layers) != len(
                 self.encoder.blocks):
             raise ValueError(f"`hf_model` has another shape: positions {tuple(emb.position_embeddings.shape)} and "
                              f"{len(vit.layers)} layers; this model has {tuple(self.pos_embed.shape)} and "
                              f"{len(self.encoder.blocks)}")
-        self.patch_embed.copy_from_conv(emb.patch_embeddings.projection)
-        self.cls_token.copy_(emb.cls_token)
-        self.pos_embed.copy_(emb.position_embeddings)
-        pairs = [(self.encoder.norm, vit.layernorm)]
-        for block, layer in zip(self.encoder.blocks, vit.layers):
-            pairs += [(block.norm1, layer.layernorm_before), (block.norm2, layer.layernorm_after),
-                      (block.attn.q_proj, layer.attention.q_proj), (block.attn.k_proj, layer.attention.k_proj),
-                      (block.attn.v_proj, layer.attention.v_proj), (block.attn.out_proj, layer.attention.o_proj),
-                      (block.ff.linear1, layer.mlp.fc1), (block.ff.linear2, layer.mlp.fc2)]
+        cfg, conv = self.config, emb.patch_embeddings.projection
+        d, C, p = cfg.d_model, cfg.n_channels, cfg.patch_size
+        tensors = [("embeddings.cls_token", self.cls_token, emb.cls_token),
+                   ("embeddings.position_embeddings", self.pos_embed, emb.position_embeddings),
+                   ("embeddings.patch_embeddings.projection.weight", self.patch_embed.proj.weight.view(d, C, p, p),
+                    conv.weight),
+                   ("embeddings.patch_embeddings.projection.bias", self.patch_embed.proj.bias, conv.bias)]
+        modules = [(self.encoder.norm, vit.layernorm, "layernorm")]
+        for i, (block, layer) in enumerate(zip(self.encoder.blocks, vit.layers)):
+            names = [(block.norm1, "layernorm_before"), (block.norm2, "layernorm_after"),
+                     (block.attn.q_proj, "attention.q_proj"), (block.attn.k_proj, "attention.k_proj"),
+                     (block.attn.v_proj, "attention.v_proj"), (block.attn.out_proj, "attention.o_proj"),
+                     (block.ff.linear1, "mlp.fc1"), (block.ff.linear2, "mlp.fc2")]
+            modules += [(mine, attrgetter(a)(layer), f"layers.{i}.{a}") for mine, a in names]
         classifier = getattr(hf_model, "classifier", None)
         if isinstance(classifier, nn.Linear):
-            pairs.append((self.head, classifier))
-        else:
+            modules.append((self.head, classifier, "classifier"))
+        for mine, theirs, name in modules:
+            tensors += [(f"{name}.weight", mine.weight, theirs.weight), (f"{name}.bias", mine.bias, theirs.bias)]
+        for name, mine, theirs in tensors:  # all checked before anything is copied
+            if theirs is None or tuple(theirs.shape) != tuple(mine.shape):
+                got = "no such tensor" if theirs is None else f"shape {tuple(theirs.shape)}"
+                raise ValueError(f"`hf_model`'s {name} has {got}, this model's has shape {tuple(mine.shape)}: its "
+                                 "weights do not have the shapes its config gives")
+        for name, mine, theirs in tensors:
+            mine.copy_(theirs)
+        if not isinstance(classifier, nn.Linear):
             self.head.weight.zero_()
             self.head.bias.zero_()
-        for mine, theirs in pairs:
-            mine.weight.copy_(theirs.weight)
-            mine.bias.copy_(theirs.bias)
         return self
+
+
+def _size_pair(value: Any) -> Any:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+
+
+def _hf_differences(hf: Any, cfg: ViTConfig, classifier: Any) -> list[str]:
+    """Each setting in which a Hugging Face ViT config differs from ours, as ``name: HF x, ours y``."""
+    pairs = [
+        ("image_size", _size_pair(hf.image_size), (cfg.image_size, cfg.image_size), "image_size"),
+        ("patch_size", _size_pair(hf.patch_size), (cfg.patch_size, cfg.patch_size), "patch_size"),
+        ("num_channels", hf.num_channels, cfg.n_channels, "n_channels"),
+        ("hidden_size", hf.hidden_size, cfg.d_model, "d_model"),
+        ("num_hidden_layers", hf.num_hidden_layers, cfg.n_layers, "n_layers"),
+        ("num_attention_heads", hf.num_attention_heads, cfg.n_heads, "n_heads"),
+        ("intermediate_size", hf.intermediate_size, cfg.d_ff, "d_ff"),
+        ("layer_norm_eps", hf.layer_norm_eps, cfg.eps, "eps"),
+        ("hidden_act", hf.hidden_act, "gelu", "its GELU, always"),
+        ("qkv_bias", hf.qkv_bias, True, "its query/key/value biases, always"),
+    ]
+    if isinstance(classifier, nn.Linear):
+        pairs.append(("classifier outputs (num_labels)", classifier.out_features, cfg.n_classes, "n_classes"))
+    out = []
+    for hf_name, theirs, ours, our_name in pairs:
+        if theirs != ours:
+            mine = (f"this model {our_name}={ours!r}" if "always" not in our_name
+                    else f"this model {ours!r} ({our_name})")
+            out.append(f"{hf_name}: Hugging Face {theirs!r}, {mine}")
+    return out
 
 
 def vit_parameters(*, image_size: int, patch_size: int, d_model: int, n_layers: int, d_ff: int | None = None,
@@ -515,12 +575,26 @@ def train_classifier(model: nn.Module, images: Tensor, labels: Tensor, *, epochs
     model. Batches are drawn from their own generator seeded with ``seed``: the same seed gives the
     same run (on one thread).
 
+    Every argument is checked before the first step: ``images`` must be finite (a NaN would train
+    the model to NaN) and of the model's dtype, ``labels`` classes of the model's output (read from
+    one forward pass on one image, in evaluation mode: it draws no random number). Labels of any
+    integer dtype are legitimate (they are used as ``torch.long``). A loss that becomes NaN or
+    infinite during training (a learning rate too large) stops it with a FloatingPointError.
+
     Shapes:
         images ``(n, C, H, W)``, labels ``(n,)`` integers.
     """
     check_instance_module(model)
     check_tensor("images", images, shape=("n", "C", "H", "W"), dtype="float")
     check_tensor("labels", labels, shape=(("n", len(images)),), dtype="int")
+    check_finite("images", images, hint="a NaN pixel makes every loss and weight NaN")
+    named = list(model.named_parameters())
+    if not named:
+        raise ValueError(f"`model` has no parameters to train (got a {type(model).__name__})")
+    weight = named[0][1]
+    if images.dtype != weight.dtype or images.device != weight.device:
+        raise TypeError(f"`images` must have the model's dtype {weight.dtype} on {weight.device} "
+                        f"(got {images.dtype} on {images.device}); convert with images.to(...)")
     epochs = check_int("epochs", epochs, minimum=1)
     batch_size = check_int("batch_size", batch_size, minimum=1)
     check_float("lr", lr, low=0.0, low_open=True)
@@ -528,12 +602,21 @@ def train_classifier(model: nn.Module, images: Tensor, labels: Tensor, *, epochs
     warmup_epochs = check_int("warmup_epochs", warmup_epochs, minimum=0)
     check_float("label_smoothing", label_smoothing, low=0.0, high=1.0, high_open=True)
     seed = check_int("seed", seed, minimum=0)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        probe = model(images[:1])  # (1, n_classes)
+    model.train(was_training)
+    if not isinstance(probe, Tensor) or probe.ndim != 2 or not probe.is_floating_point():
+        raise TypeError(f"`model` must return logits of shape (B, n_classes) (got "
+                        f"{tuple(probe.shape) if isinstance(probe, Tensor) else type(probe).__name__})")
+    check_index("labels", labels, probe.shape[1], what=f"class labels of the model's {probe.shape[1]} outputs")
+    labels = labels.long()
     g = torch.Generator().manual_seed(seed)
     n = len(images)
     steps_per_epoch = math.ceil(n / batch_size)
     total, warmup = epochs * steps_per_epoch, warmup_epochs * steps_per_epoch
     # no weight decay on biases, norms, [CLS] and positions (vectors), as in ViT's and BERT's recipes
-    named = list(model.named_parameters())
     decay = [p for name, p in named if name.endswith("weight") and p.ndim >= 2]  # matrices and kernels
     keep = [p for name, p in named if not (name.endswith("weight") and p.ndim >= 2)]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
@@ -556,6 +639,9 @@ def train_classifier(model: nn.Module, images: Tensor, labels: Tensor, *, epochs
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
+            if not math.isfinite(losses[-1]):
+                raise FloatingPointError(f"the training loss became {losses[-1]} at step {log.steps} (epoch {epoch}); "
+                                         f"lower the learning rate `lr` (got lr={lr})")
             log.steps += 1
         log.epoch_loss.append(sum(losses) / len(losses))
     model.eval()
@@ -574,6 +660,7 @@ def predict(model: nn.Module, images: Tensor, batch_size: int = 512) -> Tensor:
     """The predicted class of each image (argmax of the logits), in evaluation mode. ``(n,)``."""
     check_instance_module(model)
     check_tensor("images", images, shape=("n", "C", "H", "W"), dtype="float")
+    batch_size = check_int("batch_size", batch_size, minimum=1)
     was_training = model.training
     model.eval()
     out = torch.cat([model(images[i:i + batch_size]).argmax(-1) for i in range(0, len(images), batch_size)])
@@ -583,6 +670,8 @@ def predict(model: nn.Module, images: Tensor, batch_size: int = 512) -> Tensor:
 
 def accuracy(model: nn.Module, images: Tensor, labels: Tensor) -> float:
     """The share of ``images`` whose predicted class is the label."""
+    check_instance_module(model)
+    check_tensor("images", images, shape=("n", "C", "H", "W"), dtype="float")
     check_tensor("labels", labels, shape=(("n", len(images)),), dtype="int")
     return (predict(model, images) == labels).float().mean().item()
 
@@ -598,11 +687,13 @@ class DigitsMLP(nn.Module):
     def __init__(self, hidden: int = 256, n_classes: int = 10, image_size: int = 8):
         super().__init__()
         hidden = check_int("hidden", hidden, minimum=1)
-        size = check_int("image_size", image_size, minimum=1)
+        n_classes = check_int("n_classes", n_classes, minimum=1)
+        size = self.image_size = check_int("image_size", image_size, minimum=1)
         self.net = nn.Sequential(nn.Flatten(), nn.Linear(size * size, hidden), nn.GELU(),
                                  nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, n_classes))
 
     def forward(self, images: Tensor) -> Tensor:
+        _check_baseline_images(images, self.image_size, self.net[1].weight)
         return self.net(images)  # (B, 1, H, W) -> (B, H W) -> (B, n_classes)
 
 
@@ -619,6 +710,7 @@ class DigitsCNN(nn.Module):
         super().__init__()
         c = check_int("channels", channels, minimum=1)
         hidden = check_int("hidden", hidden, minimum=1)
+        n_classes = check_int("n_classes", n_classes, minimum=1)
         self.net = nn.Sequential(
             nn.Conv2d(1, c, 3, padding=1), nn.GELU(),  # (B, c, 8, 8)
             nn.Conv2d(c, 2 * c, 3, padding=1), nn.GELU(),  # (B, 2c, 8, 8)
@@ -626,4 +718,14 @@ class DigitsCNN(nn.Module):
             nn.Flatten(), nn.Linear(2 * c * 16, hidden), nn.GELU(), nn.Linear(hidden, n_classes))
 
     def forward(self, images: Tensor) -> Tensor:
+        _check_baseline_images(images, 8, self.net[0].weight)
         return self.net(images)
+
+
+def _check_baseline_images(images: Any, size: int, weight: Tensor) -> None:
+    """``images`` must be ``(B, 1, size, size)`` floats of the model's dtype and device."""
+    check_tensor("images", images, shape=("B", ("C", 1), ("H", size), ("W", size)), dtype="float",
+                 hint="a single image needs its batch and channel dimensions: image[None, None]")
+    if images.dtype != weight.dtype or images.device != weight.device:
+        raise TypeError(f"`images` must have the model's dtype {weight.dtype} on {weight.device} "
+                        f"(got {images.dtype} on {images.device}); convert with images.to(...)")

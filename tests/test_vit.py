@@ -293,7 +293,9 @@ def test_from_hf_errors():
     with pytest.raises(ValueError, match=r"build this model with positions='learned'"):
         blind.copy_from_hf(hf)
     other = VisionTransformer(ViTConfig(patch_size=2, d_model=32, n_heads=4, n_layers=3, d_ff=64)).double()
-    with pytest.raises(ValueError, match=r"`hf_model` has another shape"):
+    with pytest.raises(ValueError, match=r"`hf_model` computes another function than this model; 2 settings differ: "
+                                         r"num_hidden_layers: Hugging Face 2, this model n_layers=3; layer_norm_eps: "
+                                         r"Hugging Face 1e-12, this model eps=1e-05"):
         other.copy_from_hf(hf)
 
 

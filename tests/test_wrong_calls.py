@@ -533,3 +533,503 @@ def test_a_command_line_error_is_one_line_on_stderr(cli_files):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.strip().count("\n") == 0 and done.stderr.startswith("python -m companion.train: error:")
+
+
+# --- issue 34: the tokenizer, the ViT and the modern decoder (chapters 11 to 13) -------------------
+
+@pytest.fixture(scope="module")
+def t34(tmp_path_factory):
+    """A small trained tokenizer, broken GPT-2 files, a tiny ViT and a tiny modern decoder."""
+    from companion import bpe, modern, vit
+
+    tmp = tmp_path_factory.mktemp("issue34")
+    merges = tmp / "vocab.bpe"
+    merges.write_text("#version: 0.2\nĠ t\nh e\n", encoding="utf-8")
+    (tmp / "encoder.json").write_text('{"!": 0, "\\"": 1', encoding="utf-8")  # cut short
+    (tmp / "list.json").write_text("[1, 2]", encoding="utf-8")
+    (tmp / "bad.bpe").write_text("#version: 0.2\nĠ t\nh  e\n", encoding="utf-8")
+    (tmp / "latin1.bpe").write_bytes(b"#version: 0.2\n\xe9 t\n")
+    images = torch.rand(20, 1, 8, 8)
+    nan_images = images.clone()
+    nan_images[3, 0, 2, 2] = NAN
+    torch.manual_seed(0)
+    return SimpleNamespace(
+        bpe=bpe, vit=vit, modern=modern, tmp=tmp, merges=merges,
+        tok=bpe.train("hello world, hello there " * 5, 270, special_tokens=["<|end|>"]),
+        images=images, nan_images=nan_images, labels=torch.arange(20) % 10,
+        vit_model=vit.VisionTransformer(vit.ViTConfig(d_model=16, n_layers=1, n_heads=2)),
+        gqa=modern.GroupedQueryAttention(16, 4, 2),
+        cfg=modern.ModernConfig(vocab_size=20, context_length=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2),
+    )
+
+
+# Every case listed in issue 34, as the issue states it (the copy_from_hf cases are tests below).
+# Each pattern names the argument in backquotes and the value received.
+ISSUE_34 = [
+    # silently wrong before
+    (lambda t: t.bpe.train("abc abc", 300, special_tokens=["<s>", "<s>"]), ValueError,
+     r"`special_tokens` names '<s>' twice \(got \['<s>', '<s>'\]\)"),
+    (lambda t: t.bpe.train("abc abc", 300, special_tokens="<s>"), TypeError,
+     r"`special_tokens` must be a list of names \(got '<s>', a str\); for one special token pass \['<s>'\]"),
+    (lambda t: t.tok.decode(torch.tensor([104.7, 101.2])), TypeError,
+     r"`ids` must hold integer token ids \(got dtype=torch.float32\); token ids are never rounded"),
+    (lambda t: t.modern.ModernConfig().kv_cache_bytes(-1, 5), ValueError,
+     r"`batch_size` must be a non-negative integer \(got batch_size=-1\)"),
+    (lambda t: t.vit.train_classifier(t.vit_model, t.nan_images, t.labels, epochs=1), ValueError,
+     r"`images` must hold finite numbers \(got nan at position \(3, 0, 2, 2\)\)"),
+    # unclear or deep before
+    (lambda t: t.bpe.BPETokenizer([], pattern=r"(\p{L}+"), ValueError,
+     r"`pattern` must be a valid regular expression \(got pattern='\(\\\\p\{L\}\+': missing \)"),
+    (lambda t: t.bpe.BPETokenizer.from_gpt2_files(t.merges, t.tmp / "encoder.json"), ValueError,
+     r"`encoder_json` .*encoder\.json is not valid JSON \(Expecting"),
+    (lambda t: t.bpe.token_to_printable("abc"), TypeError,
+     r"`token` must be bytes, such as b' the' \(got 'abc', a str\); for text, pass text\.encode\('utf-8'\)"),
+    (lambda t: t.bpe.merge([1, 2, 3], (1,), 9), ValueError,
+     r"`pair` must be a pair of ids \(a, b\) \(got pair=\(1,\), 1 item\)"),
+    (lambda t: t.gqa(torch.randn(2, 3, 8)), ValueError,
+     r"`x` must have shape \(B, T, d_model=16\) \(got shape=\(2, 3, 8\)\)"),
+    (lambda t: t.gqa(torch.randn(3, 16)), ValueError,
+     r"`x` must have shape \(B, T, d_model=16\) \(got shape=\(3, 16\)\)"),
+    (lambda t: t.tok.encode("hello", allowed_special=None), TypeError,
+     r"`allowed_special` must be 'all' or a collection of special-token names .*\(got None, a NoneType\); pass \(\)"),
+    (lambda t: t.tok.decode(None), TypeError,
+     r"`ids` must be a sequence of integer token ids \(got None, a NoneType\)"),
+    (lambda t: t.tok.decode(torch.tensor([[1, 2]])), ValueError,
+     r"`ids` must be one sequence of shape \(T,\) \(got shape=\(1, 2\)\); decode each row"),
+    (lambda t: t.tok.encode_word("abc"), TypeError,
+     r"`word` must be bytes \(got 'abc', a str\); encode it first: word\.encode\('utf-8'\)"),
+    (lambda t: t.bpe.pair_counts(5), TypeError, r"`ids` must be a list of integer token ids \(got 5, an int\)"),
+    (lambda t: t.bpe.train(None, 300), TypeError,
+     r"`text` must be a str or an iterable of str \(got None, a NoneType\)"),
+    (lambda t: t.modern.ModernGPT(t.modern.ModernConfig(d_model=30, n_heads=4, d_head=8, n_kv_heads=2)).hf_config(),
+     ValueError, r"no Hugging Face config: transformers requires hidden_size to be a multiple of num_attention_heads.*"
+     r"\(got d_model=30, n_heads=4, d_head=8 in `self.config`\)"),
+]
+
+# Found by trying more wrong calls on the three modules (wrong dtypes, ranks, empty or None
+# arguments, negative sizes, NaN): each was silent, deep or unclear before.
+EXTRA_34 = [
+    # companion.bpe
+    (lambda t: t.tok.decode([torch.tensor(104.7)]), TypeError,  # was truncated to 104 in silence
+     r"`ids` must hold integer token ids \(got tensor\(104\.7000\) at position 0, a Tensor\)"),
+    (lambda t: t.tok.decode(b"hi"), TypeError,  # bytes were read as GPT-2-ordered ids: other text, silently
+     r"`ids` must be a sequence of integer token ids \(got b'hi', a bytes\); bytes become text with \.decode"),
+    (lambda t: t.tok.decode("hello"), TypeError,
+     r"`ids` must be a sequence of integer token ids \(got 'hello', a str\)"),
+    (lambda t: t.tok.decode(7), TypeError, r"`ids` must be a sequence of integer token ids \(got 7, an int\)"),
+    (lambda t: t.tok.decode([True, 1]), TypeError,
+     r"`ids` must hold integer token ids \(got True at position 0, a bool\)"),
+    (lambda t: t.tok.decode(torch.tensor(5)), ValueError,
+     r"`ids` must be one sequence of shape \(T,\) \(got shape=\(\)\)"),
+    (lambda t: t.tok.decode(__import__("numpy").array([1.0, 2.0])), TypeError,
+     r"`ids` must hold integer token ids \(got dtype=float64\)"),
+    (lambda t: t.tok.decode([t.tok.vocab_size]), ValueError,
+     r"`ids` must hold token ids in \[0, 270\) \(got 270 at position 0\): 270 is not a token id"),
+    (lambda t: t.tok.encode("hello", allowed_special="<|end|>"), TypeError,  # was split into characters
+     r"`allowed_special` must be 'all' or a collection of names \(got the str '<\|end\|>'\); for one name pass "
+     r"\{'<\|end\|>'\}"),
+    (lambda t: t.tok.encode("hello", allowed_special=[3]), TypeError,
+     r"`allowed_special` must hold names of special tokens, strings \(got 3\)"),
+    (lambda t: t.tok.encode(None), TypeError, r"`text` must be a str \(got None, a NoneType\)"),
+    (lambda t: t.tok.encode(b"hello"), TypeError,
+     r"`text` must be a str \(got b'hello', a bytes\); decode bytes first"),
+    (lambda t: t.tok.tokens(3), TypeError, r"`text` must be a str \(got 3, an int\)"),
+    (lambda t: t.bpe.pre_tokenize("a b", pattern=3), TypeError,
+     r"`pattern` must be a str, a regular expression \(got 3, an int\)"),
+    (lambda t: t.bpe.pre_tokenize(None), TypeError, r"`text` must be a str \(got None, a NoneType\)"),
+    (lambda t: t.bpe.BPETokenizer(None), TypeError,
+     r"`merges` must be a list of pairs of bytes .*\(got None, a NoneType\)"),
+    (lambda t: t.bpe.BPETokenizer([("l", "o")]), TypeError,
+     r"`merges\[0\]` must be a pair of non-empty bytes \(got \('l', 'o'\)\)"),
+    (lambda t: t.bpe.BPETokenizer([], special_tokens=["<s>"]), TypeError,  # was an AttributeError
+     r"`special_tokens` must be a dict \{name: id\} \(got \['<s>'\], a list\)"),
+    (lambda t: t.bpe.BPETokenizer([], special_tokens={"<s>": 1000}), ValueError,  # vocab_size said 257
+     r"`special_tokens` must take the ids right after the 256 merged tokens, 256 to 256.*\(got \{'<s>': 1000\}\)"),
+    (lambda t: t.bpe.pair_counts([1, 2.5, 3]), TypeError,
+     r"`ids` must hold integer token ids \(or tokens as bytes\) \(got 2\.5 at position 1, a float\)"),
+    (lambda t: t.bpe.pair_counts("hello"), TypeError, r"`ids` must be a list of token ids, not text \(got a str\)"),
+    (lambda t: t.bpe.pair_counts(torch.tensor([[1, 2]])), ValueError,
+     r"`ids` must be one sequence of shape \(T,\) \(got shape=\(1, 2\)\)"),
+    (lambda t: t.bpe.pair_counts(torch.tensor([1.0, 2.0])), TypeError,
+     r"`ids` must hold integer token ids \(got dtype=torch.float32\)"),
+    (lambda t: t.bpe.pair_counts([1, 2], counts=[]), TypeError,
+     r"`counts` must be None or a dict .*\(got \[\], a list\)"),
+    (lambda t: t.bpe.pair_counts([1, 2], weight=0.5), TypeError,
+     r"`weight` must be an integer \(got weight=0\.5, a float\)"),
+    (lambda t: t.bpe.merge([1, 2], 5, 9), TypeError, r"`pair` must be a pair of ids \(a, b\) \(got 5, an int\)"),
+    (lambda t: t.bpe.merge([1, 2], (1, 2), 9.5), TypeError, r"`new_id` must be an integer id .*\(got 9\.5, a float\)"),
+    (lambda t: t.bpe.merge([1, 2], (1.0, 2), 9), TypeError,
+     r"`pair\[0\]` must be an integer id .*\(got 1\.0, a float\)"),
+    (lambda t: t.bpe.train(b"abc", 300), TypeError,
+     r"`text` must be a str or an iterable of str \(got b'abc', a bytes\)"),
+    (lambda t: t.bpe.train(["abc", 3], 300), TypeError,
+     r"`text` must be a str or an iterable of str \(got 3 at position 1"),
+    (lambda t: t.bpe.train("abc", True), TypeError,
+     r"`vocab_size` must be an integer >= 256 \(got vocab_size=True, a bool\)"),
+    (lambda t: t.bpe.train("abc", 256, special_tokens=["<s>"]), ValueError,
+     r"`vocab_size` must be an integer >= 257 \(got vocab_size=256\); 256 bytes \+ 1 special tokens"),
+    (lambda t: t.bpe.train("abc", 300, special_tokens=[""]), TypeError,
+     r"`special_tokens` must hold non-empty strings \(got ''"),
+    (lambda t: t.bpe.train("abc", 300, progress="yes"), TypeError,
+     r"`progress` must be True or False \(got progress='yes'"),
+    (lambda t: t.bpe.train("abc", 300, pattern="[a-"), ValueError,
+     r"`pattern` must be a valid regular expression \(got pattern='\[a-'"),
+    (lambda t: t.bpe.BPETokenizer.from_gpt2_files(t.tmp / "missing.bpe"), FileNotFoundError,
+     r"`vocab_bpe`: no file at .*missing\.bpe"),
+    (lambda t: t.bpe.BPETokenizer.from_gpt2_files(t.tmp), ValueError,
+     r"`vocab_bpe` must name a file, but .* is a folder"),
+    (lambda t: t.bpe.BPETokenizer.from_gpt2_files(t.tmp / "bad.bpe"), ValueError,
+     r"`vocab_bpe` .*bad\.bpe, line 3: expected two tokens"),
+    (lambda t: t.bpe.BPETokenizer.from_gpt2_files(t.tmp / "latin1.bpe"), ValueError,
+     r"`vocab_bpe` .*latin1\.bpe is not UTF-8"),
+    (lambda t: t.bpe.BPETokenizer.from_gpt2_files(t.merges, t.tmp / "list.json"), ValueError,
+     r"`encoder_json` .*list\.json must hold a JSON object .*\(got a list\)"),
+    (lambda t: t.bpe.BPETokenizer.from_gpt2_files(None), TypeError,
+     r"`vocab_bpe` must be a str or pathlib.Path \(got NoneType\)"),
+    (lambda t: t.bpe.BPETokenizer.load(None), TypeError, r"`path` must be a str or pathlib.Path \(got NoneType\)"),
+    (lambda t: t.tok.save(3), TypeError, r"`path` must be a str or pathlib.Path \(got int\)"),
+    (lambda t: t.bpe.BPETokenizer.gpt2(check_ids="no"), TypeError,
+     r"`check_ids` must be True or False \(got check_ids='no'"),
+    (lambda t: t.bpe.printable_to_token(b"the"), TypeError,
+     r"`text` must be a str in GPT-2's printable form, such as 'Ġthe' \(got b'the', a bytes\)"),
+    # companion.vit
+    (lambda t: t.vit.train_classifier(t.vit_model, t.images.masked_fill(t.images > 0.99, INF), t.labels, epochs=1),
+     ValueError, r"`images` must hold finite numbers \(got inf at position"),
+    (lambda t: t.vit.train_classifier(t.vit_model, t.images, t.labels + 5, epochs=1), ValueError,  # was IndexError
+     r"`labels` must hold class labels of the model's 10 outputs in \[0, 10\) \(got 10 at position 5\)"),
+    (lambda t: t.vit.train_classifier(t.vit_model, t.images, t.labels - 1, epochs=1), ValueError,
+     r"`labels` must hold class labels .* \(got -1 at position 0\)"),
+    (lambda t: t.vit.train_classifier(t.vit_model, t.images.double(), t.labels, epochs=1), TypeError,
+     r"`images` must have the model's dtype torch.float32 on cpu \(got torch.float64 on cpu\)"),
+    (lambda t: t.vit.train_classifier(nn.Identity(), t.images, t.labels, epochs=1), ValueError,
+     r"`model` has no parameters to train \(got a Identity\)"),
+    (lambda t: t.vit.train_classifier(nn.Sequential(nn.Flatten(0), nn.Linear(64, 3)), t.images, t.labels, epochs=1),
+     TypeError, r"`model` must return logits of shape \(B, n_classes\) \(got \(3,\)\)"),
+    (lambda t: t.vit.train_classifier(t.vit.DigitsMLP(hidden=8), t.images * 1e4, t.labels, epochs=4, lr=1e6,
+                                      warmup_epochs=0), FloatingPointError,
+     r"the training loss became (nan|inf) at step \d+ \(epoch \d\); lower the learning rate `lr` "
+     r"\(got lr=1000000\.0\)"),
+    (lambda t: t.vit.predict(t.vit_model, t.images, batch_size=0), ValueError,  # was range()'s own error
+     r"`batch_size` must be a positive integer \(got batch_size=0\)"),
+    (lambda t: t.vit.accuracy(t.vit_model, t.images.tolist(), t.labels), TypeError, r"`images` must be a torch.Tensor"),
+    (lambda t: t.vit.DigitsMLP(n_classes=0), ValueError, r"`n_classes` must be a positive integer \(got n_classes=0\)"),
+    (lambda t: t.vit.DigitsCNN(n_classes=-1), ValueError,
+     r"`n_classes` must be a positive integer \(got n_classes=-1\)"),
+    (lambda t: t.vit.DigitsCNN()(torch.rand(2, 1, 16, 16)), ValueError,  # was a matrix-product error
+     r"`images` must have shape \(B, C=1, H=8, W=8\) \(got shape=\(2, 1, 16, 16\)\)"),
+    (lambda t: t.vit.DigitsMLP()(torch.rand(2, 64)), ValueError,
+     r"`images` must have shape \(B, C=1, H=8, W=8\) \(got shape=\(2, 64\)\)"),
+    (lambda t: t.vit.DigitsMLP()(torch.rand(2, 1, 8, 8).double()), TypeError,
+     r"`images` must have the model's dtype torch.float32"),
+    (lambda t: t.vit_model.copy_from_hf(nn.Linear(2, 2)), TypeError,  # was an AttributeError
+     r"`hf_model` must be a transformers ViTModel or ViTForImageClassification \(got Linear\)"),
+    # companion.modern
+    (lambda t: t.modern.ModernConfig().kv_cache_bytes(1, -5), ValueError,
+     r"`length` must be a non-negative integer \(got length=-5\)"),
+    (lambda t: t.modern.ModernConfig().kv_cache_bytes(1.5, 5), TypeError,
+     r"`batch_size` must be a non-negative integer \(got batch_size=1\.5"),
+    (lambda t: t.modern.ModernConfig().kv_cache_bytes(1, 5, 0), ValueError,
+     r"`bytes_per_number` must be a positive integer \(got bytes_per_number=0\)"),
+    (lambda t: t.gqa(torch.randn(2, 3, 16).double()), TypeError,
+     r"`x` has dtype torch.float64 but the module's weights have"),
+    (lambda t: t.gqa(torch.randn(2, 3, 16).long()), TypeError,
+     r"`x` must be a floating-point tensor \(got dtype=torch.int64\)"),
+    (lambda t: t.gqa(torch.randn(0, 3, 16)), ValueError,
+     r"`x` must not be empty: shape \(B, T, d_model=16\) needs B >= 1"),
+    (lambda t: t.gqa([[0.0] * 16]), TypeError,
+     r"`x` must be a torch.Tensor of shape \(B, T, d_model=16\) \(got list\)"),
+    (lambda t: t.modern.GroupedQueryAttention(16, 4, 2, qk_norm="yes"), TypeError,
+     r"`qk_norm` must be True or False \(got qk_norm='yes'"),
+    (lambda t: t.modern.GroupedQueryAttention(16, 4, 2, rope_base=NAN), ValueError,
+     r"`rope_base` must be a finite number > 1 \(got rope_base=nan\)"),
+    (lambda t: t.modern.GroupedQueryAttention(16, 4, 2, norm_eps=0.0), ValueError,
+     r"`norm_eps` must be a finite number > 0 \(got norm_eps=0\.0\)"),
+    (lambda t: t.modern.GroupedQueryAttention(16, 4, 2, bias=1), TypeError,
+     r"`bias` must be True or False \(got bias=1, an int\)"),
+    (lambda t: t.modern.SwiGLU(16, 40)(torch.randn(2, 8)), ValueError,
+     r"`x` must have shape \(\.\.\., d_model=16\) \(got shape=\(2, 8\)\)"),
+    (lambda t: t.modern.SwiGLU(16, 40, bias="no"), TypeError, r"`bias` must be True or False \(got bias='no'"),
+    (lambda t: t.modern.rope_frequencies(5), ValueError,
+     r"`d_head` must be even: features rotate in pairs \(got d_head=5\)"),
+    (lambda t: t.modern.rope_frequencies(8, base=NAN), ValueError,
+     r"`base` must be a finite number > 1 \(got base=nan\)"),
+    (lambda t: t.modern.rope_frequencies(8, dtype=torch.long), ValueError,
+     r"`dtype` must be a floating-point dtype such as torch.float32 \(got torch.int64\)"),
+    (lambda t: t.gqa(torch.randn(1, 2, 16), cache={}), TypeError,  # was an AttributeError
+     r"`cache` must be None or a companion.attention.KVCache \(got dict\); a model's cache holds one per layer"),
+    (lambda t: t.vit.VisionTransformer.from_hf(_hf_vit(hidden_act="gelu_new")), ValueError,
+     r"`hf_model` must have hidden_act='gelu' and qkv_bias=True, the only ones supported \(got hidden_act='gelu_new'"),
+    (lambda t: t.modern.ModernGPT(t.cfg).copy_from_hf(nn.Linear(2, 2)), TypeError,
+     r"`hf_model` must be a transformers LlamaForCausalLM or Qwen3ForCausalLM \(got Linear\)"),
+]
+
+
+@pytest.mark.parametrize("call, kind, pattern", ISSUE_34 + EXTRA_34,
+                         ids=[f"i{i:02d}" for i in range(len(ISSUE_34))] + [f"x{i:02d}" for i in range(len(EXTRA_34))])
+def test_a_wrong_call_on_chapters_11_to_13_raises_a_clear_error(t34, call, kind, pattern):
+    with pytest.raises(kind, match=pattern) as info:
+        call(t34)
+    assert "`" in str(info.value), "the message names the argument in backquotes"
+
+
+def test_issue_34_tables_hold_every_case():
+    assert len(ISSUE_34) == 18 and len(EXTRA_34) >= 60
+
+
+def test_train_classifier_refuses_nan_images_before_any_step(t34):
+    model = t34.vit_model
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=r"`images` must hold finite numbers"):
+        t34.vit.train_classifier(model, t34.nan_images, t34.labels, epochs=1)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()), "nothing was trained"
+
+
+def test_train_classifier_takes_labels_of_any_integer_dtype(t34):
+    """Legitimate: int32 (or uint8) labels train exactly as int64 labels (they were a deep error)."""
+    runs = []
+    for dtype in (torch.long, torch.int32, torch.uint8):
+        torch.manual_seed(0)
+        model = t34.vit.DigitsMLP(hidden=8)
+        log = t34.vit.train_classifier(model, t34.images, t34.labels.to(dtype), epochs=2, batch_size=8)
+        runs.append((log.epoch_loss, [p.detach().clone() for p in model.parameters()]))
+    for losses, weights in runs[1:]:
+        assert losses == runs[0][0] and all(torch.equal(a, b) for a, b in zip(weights, runs[0][1]))
+
+
+def test_a_pattern_that_skips_characters_still_round_trips(t34):
+    """Legitimate: `pattern=r"\\p{L}+"` lost the spaces (decode(encode("a b c")) was "abc"). The
+    stretches between matches are now pieces of their own, as Hugging Face's Split pre-tokenizer
+    keeps them (the reference below), so nothing is lost and words still never merge across."""
+    bpe = t34.bpe
+    tok = bpe.BPETokenizer([], pattern=r"\p{L}+")
+    for text in ["a b c", "  lead and trail  ", "x", "", "123 ab!", "é ü 日本"]:
+        assert tok.decode(tok.encode(text)) == text
+    assert bpe.pre_tokenize("ab, cd", pattern=r"\p{L}+") == ["ab", ", ", "cd"]
+    from tokenizers import Regex, pre_tokenizers
+
+    split = pre_tokenizers.Split(Regex(r"\p{L}+"), behavior="isolated")
+    for text in ["ab, cd", "  lead and trail  ", "1 a 2"]:
+        assert bpe.pre_tokenize(text, pattern=r"\p{L}+") == [p for p, _ in split.pre_tokenize_str(text)]
+    # a trained tokenizer learns within the pieces and round-trips too; its merges never cross a gap
+    trained = bpe.train("ab ab ab, cd cd", 262, pattern=r"\p{L}+")
+    assert trained.decode(trained.encode("ab, cd ab")) == "ab, cd ab"
+    merged = [(a + b).decode() for a, b in trained.merges]
+    assert merged and all(t.isalpha() or not any(ch.isalpha() for ch in t) for t in merged), merged
+    # a capturing group does not change the pieces (findall returned the group, losing text)
+    grouped = bpe.BPETokenizer([], pattern=r"(\p{L})+|\s+")
+    assert grouped.decode(grouped.encode("ab cd")) == "ab cd"
+    assert bpe.pre_tokenize("ab cd", pattern=r"(\p{L})+|\s+") == ["ab", " ", "cd"]
+
+
+def test_legitimate_edge_calls_give_the_right_result(t34):
+    bpe, tok = t34.bpe, t34.tok
+    ids = tok.encode("hello world")
+    # tensors, NumPy arrays and 0-d integer tensors as ids: the same text as the list
+    import numpy as np
+
+    assert tok.decode(torch.tensor(ids)) == tok.decode(np.array(ids)) == "hello world"
+    assert tok.decode([torch.tensor(i) for i in ids]) == tok.decode(iter(ids)) == "hello world"
+    assert tok.decode([]) == "" and tok.encode("") == []
+    # pair_counts and merge on a tensor, on tokens as bytes, on bytes: as on the list (brute force)
+    seq = [5, 5, 5, 1, 5, 5]
+    brute = {}
+    for i in range(len(seq) - 1):
+        brute[(seq[i], seq[i + 1])] = brute.get((seq[i], seq[i + 1]), 0) + 1
+    assert bpe.pair_counts(torch.tensor(seq)) == bpe.pair_counts(seq) == brute
+    assert bpe.pair_counts(bytes(seq)) == brute and bpe.pair_counts(seq, weight=-1) == {k: -v for k, v in brute.items()}
+    assert bpe.merge(torch.tensor(seq), (5, 5), 9) == bpe.merge(tuple(seq), (5, 5), 9) == [9, 5, 1, 9]
+    assert bpe.merge([b"l", b"o", b"w"], (b"l", b"o"), b"lo") == [b"lo", b"w"]
+    # an empty text trains to the 256 bytes and the special tokens (documented)
+    empty = bpe.train("", 300, special_tokens=["<s>"])
+    assert empty.merges == [] and empty.vocab_size == 257 and empty.special_tokens == {"<s>": 256}
+    # a batch or a length of 0 has a cache of 0 bytes
+    cfg = t34.modern.ModernConfig()
+    assert cfg.kv_cache_bytes(0, 5) == cfg.kv_cache_bytes(3, 0) == 0
+    assert cfg.kv_cache_bytes(2, 5, 4) == 2 * cfg.n_layers * 2 * 5 * cfg.n_kv_heads * cfg.d_head * 4
+
+
+# --- copy_from_hf: every setting that changes the function is compared, each difference named -----
+
+VIT_HF = dict(image_size=8, patch_size=2, num_channels=1, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+              intermediate_size=32, num_labels=3, layer_norm_eps=1e-6)
+VIT_OURS = dict(image_size=8, patch_size=2, n_channels=1, n_classes=3, d_model=16, n_layers=2, n_heads=2, d_ff=32,
+                eps=1e-6)
+
+
+def _hf_vit(**changes):
+    from transformers import ViTConfig as HFConfig, ViTForImageClassification
+
+    torch.manual_seed(1)
+    hf = ViTForImageClassification(HFConfig(**{**VIT_HF, **changes}, attn_implementation="eager")).double().eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    return hf
+
+
+def _our_vit():
+    from companion.vit import VisionTransformer, ViTConfig
+
+    torch.manual_seed(2)
+    return VisionTransformer(ViTConfig(**VIT_OURS)).double().eval()
+
+
+def test_vit_copy_from_a_matching_hugging_face_model_gives_equal_logits():
+    pytest.importorskip("transformers")
+    hf, ours = _hf_vit(), _our_vit()
+    images = torch.randn(3, 1, 8, 8, dtype=torch.float64)
+    with torch.no_grad():
+        assert not torch.allclose(ours(images), hf(images).logits, atol=1e-3)
+        ours.copy_from_hf(hf)
+        torch.testing.assert_close(ours(images), hf(images).logits, rtol=1e-6, atol=1e-6)
+
+
+VIT_MISMATCHES = [  # (HF change, the words the message must hold: setting, Hugging Face's value, ours)
+    (dict(num_attention_heads=4), r"num_attention_heads: Hugging Face 4, this model n_heads=2"),
+    (dict(layer_norm_eps=1e-12), r"layer_norm_eps: Hugging Face 1e-12, this model eps=1e-06"),
+    (dict(num_channels=3), r"num_channels: Hugging Face 3, this model n_channels=1"),
+    (dict(patch_size=4), r"patch_size: Hugging Face \(4, 4\), this model patch_size=\(2, 2\)"),
+    (dict(image_size=16), r"image_size: Hugging Face \(16, 16\), this model image_size=\(8, 8\)"),
+    (dict(num_hidden_layers=3), r"num_hidden_layers: Hugging Face 3, this model n_layers=2"),
+    (dict(hidden_size=32), r"hidden_size: Hugging Face 32, this model d_model=16"),
+    (dict(intermediate_size=64), r"intermediate_size: Hugging Face 64, this model d_ff=32"),
+    (dict(hidden_act="gelu_new"), r"hidden_act: Hugging Face 'gelu_new', this model 'gelu'"),
+    (dict(qkv_bias=False), r"qkv_bias: Hugging Face False, this model True"),
+    (dict(num_labels=5), r"classifier outputs \(num_labels\): Hugging Face 5, this model n_classes=3"),
+    (dict(num_attention_heads=4, layer_norm_eps=1e-12), r"2 settings differ: num_attention_heads: .*; layer_norm_eps"),
+]
+
+
+@pytest.mark.parametrize("change, pattern", VIT_MISMATCHES, ids=[",".join(c) for c, _ in VIT_MISMATCHES])
+def test_vit_copy_from_hf_refuses_each_setting_that_changes_the_function(change, pattern):
+    pytest.importorskip("transformers")
+    hf, ours = _hf_vit(**change), _our_vit()
+    before = [p.clone() for p in ours.parameters()]
+    with pytest.raises(ValueError, match=r"`hf_model` computes another function than this model; .*" + pattern):
+        ours.copy_from_hf(hf)
+    assert all(torch.equal(a, b) for a, b in zip(before, ours.parameters())), "nothing is copied"
+
+
+def test_vit_copy_from_hf_refuses_weights_whose_shapes_disagree_with_the_config():
+    pytest.importorskip("transformers")
+    hf, ours = _hf_vit(), _our_vit()
+    hf.vit.layers[1].mlp.fc1 = nn.Linear(16, 24).double()  # the config still says 32
+    before = [p.clone() for p in ours.parameters()]
+    with pytest.raises(ValueError, match=r"`hf_model`'s layers\.1\.mlp\.fc1\.weight has shape \(24, 16\), this "
+                                         r"model's has shape \(32, 16\)"):
+        ours.copy_from_hf(hf)
+    assert all(torch.equal(a, b) for a, b in zip(before, ours.parameters())), "nothing is copied"
+
+
+def _our_decoder(**kw):
+    from companion.modern import ModernConfig, ModernGPT
+
+    base = dict(vocab_size=40, context_length=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48)
+    torch.manual_seed(3)
+    return ModernGPT(ModernConfig(**{**base, **kw})).double().eval()
+
+
+def _hf_decoder(model, **changes):
+    import transformers
+
+    config = model.hf_config()
+    data = {**config.to_dict(), **changes}
+    kind = data.pop("_kind", None) or config.model_type
+    cls = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+           "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM)}[kind]
+    data = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version", "architectures")}
+    if kind == "llama":
+        data.pop("use_sliding_window", None), data.pop("sliding_window", None), data.pop("layer_types", None)
+        data.pop("max_window_layers", None)
+    hf_config = cls[0](**data)
+    hf_config._attn_implementation = "eager"
+    torch.manual_seed(4)
+    hf = cls[1](hf_config).double().eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if name.endswith("norm.weight") or "layernorm" in name:
+                p.uniform_(0.5, 1.5)
+    return hf
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(qk_norm=True), dict(tie_embeddings=False, d_head=12, rope_base=5e5),
+                                dict(rope_layout="interleaved", norm_eps=1e-5)],
+                         ids=["llama", "qwen3", "untied-d12", "interleaved"])
+def test_decoder_copy_from_a_matching_hugging_face_model_gives_equal_logits(kw):
+    pytest.importorskip("transformers")
+    ours = _our_decoder(**kw)
+    hf = _hf_decoder(ours)
+    idx = torch.randint(0, 40, (2, 7))
+    with torch.no_grad():
+        ours.copy_from_hf(hf)
+        torch.testing.assert_close(ours(idx)[0], hf(idx).logits, rtol=1e-5, atol=1e-6)
+
+
+DECODER_MISMATCHES = [  # (our config, HF change, the words the message must hold)
+    (dict(), dict(num_attention_heads=8, head_dim=8), r"num_attention_heads: Hugging Face 8, this model n_heads=4"),
+    (dict(), dict(num_key_value_heads=1), r"num_key_value_heads: Hugging Face 1, this model n_kv_heads=2"),
+    (dict(), dict(head_dim=16), r"head_dim: Hugging Face 16, this model d_head=8"),
+    (dict(), dict(rms_norm_eps=1e-5), r"rms_norm_eps: Hugging Face 1e-05, this model norm_eps=1e-06"),
+    (dict(), dict(rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+     r"rope_theta: Hugging Face 500000\.0, this model rope_base=10000\.0"),
+    (dict(), dict(rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}),
+     r"rope_type: Hugging Face 'linear', this model 'default'"),
+    (dict(), dict(tie_word_embeddings=False),
+     r"tie_word_embeddings: Hugging Face False, this model tie_embeddings=True"),
+    (dict(tie_embeddings=False), dict(tie_word_embeddings=True),
+     r"tie_word_embeddings: Hugging Face True, this model tie_embeddings=False"),
+    (dict(), dict(attention_bias=True), r"attention_bias: Hugging Face True, this model False"),
+    (dict(), dict(mlp_bias=True), r"mlp_bias: Hugging Face True, this model False"),
+    (dict(), dict(hidden_act="gelu"), r"hidden_act: Hugging Face 'gelu', this model 'silu'"),
+    (dict(), dict(intermediate_size=64), r"intermediate_size: Hugging Face 64, this model d_ff=48"),
+    (dict(), dict(vocab_size=41), r"vocab_size: Hugging Face 41, this model vocab_size=40"),
+    (dict(), dict(num_hidden_layers=3), r"num_hidden_layers: Hugging Face 3, this model n_layers=2"),
+    (dict(), dict(hidden_size=64), r"hidden_size: Hugging Face 64, this model d_model=32"),
+    (dict(qk_norm=True), dict(_kind="llama"), r"model_type: Hugging Face 'llama', this model qk_norm=True \(a Qwen 3 "
+     r"has QK-norm\)"),
+    (dict(), dict(_kind="qwen3"),
+     r"model_type: Hugging Face 'qwen3', this model qk_norm=False \(a Llama has no QK-norm\)"),
+    (dict(qk_norm=True), dict(use_sliding_window=True, sliding_window=4, layer_types=["sliding_attention"] * 2),
+     r"layer_types: Hugging Face \['sliding_attention'\], this model None"),
+    (dict(), dict(num_key_value_heads=4, rms_norm_eps=1e-5, attention_bias=True), r"3 settings differ"),
+]
+
+
+@pytest.mark.parametrize("ours_kw, change, pattern", DECODER_MISMATCHES,
+                         ids=[",".join(c) or "none" for _, c, _ in DECODER_MISMATCHES])
+def test_decoder_copy_from_hf_refuses_each_setting_that_changes_the_function(ours_kw, change, pattern):
+    pytest.importorskip("transformers")
+    ours = _our_decoder(**ours_kw)
+    hf = _hf_decoder(ours, **change)
+    before = [p.clone() for p in ours.parameters()]
+    with pytest.raises(ValueError, match=r"`hf_model` computes another function than this model; .*" + pattern):
+        ours.copy_from_hf(hf)
+    assert all(torch.equal(a, b) for a, b in zip(before, ours.parameters())), "nothing is copied"
+
+
+def test_decoder_copy_from_hf_refuses_a_vit_a_headless_model_and_disagreeing_weights():
+    pytest.importorskip("transformers")
+    import transformers
+
+    ours = _our_decoder()
+    with pytest.raises(TypeError, match=r"`hf_model` must be a transformers LlamaForCausalLM or Qwen3ForCausalLM "
+                                        r"\(got ViTForImageClassification, model_type='vit'\)"):
+        ours.copy_from_hf(_hf_vit())
+    untied = _our_decoder(tie_embeddings=False)
+    bare = transformers.LlamaModel(_hf_decoder(untied).config)
+    with pytest.raises(TypeError, match=r"`hf_model` has no output head \(got LlamaModel\) but this model's head is "
+                                        r"untied"):
+        untied.copy_from_hf(bare)
+    hf = _hf_decoder(ours)
+    hf.model.layers[0].mlp.up_proj = nn.Linear(32, 40, bias=False).double()  # the config still says 48
+    before = [p.clone() for p in ours.parameters()]
+    with pytest.raises(ValueError, match=r"`hf_model`'s model\.layers\.0\.mlp\.up_proj\.weight has shape \(40, 32\), "
+                                         r"this model's blocks\.0\.ff\.up_proj\.weight has shape \(48, 32\)"):
+        ours.copy_from_hf(hf)
+    assert all(torch.equal(a, b) for a, b in zip(before, ours.parameters())), "nothing is copied"
+    # a tied model copies from the bare LlamaModel (no head needed): equal hidden states
+    tied_hf = _hf_decoder(ours)
+    ours.copy_from_hf(tied_hf.model)
+    idx = torch.randint(0, 40, (1, 5))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(idx)[0], tied_hf(idx).logits, rtol=1e-5, atol=1e-6)
