@@ -146,6 +146,7 @@ def main(argv: list[str]) -> None:
         auto, text = classify(c, results[c["id"]])
         final = c["verdict"] or (auto if auto != "CLEAR?" else "CLEAR?")
         table[c["id"]] = {"module": c["module"], "auto": auto, "verdict": final, "message": text,
+                          "note": c.get("note", ""), "code": c["code"], "expect": c["expect"],
                           "raw": results[c["id"]]}
         print(f"{c['id']:6} {c['expect']:6} {auto:8} {final:8} {text[:300]!r}")
     old.update(table)

@@ -42,6 +42,8 @@ def hf_llama(ours, **changes):
     cfg._attn_implementation = "eager"
     for k, v in changes.items():
         setattr(cfg, k, v)
+    # transformers 5 keeps rope_theta inside rope_parameters: setting rope_theta alone would not
+    # change the model, so the cases change rope_parameters
     cls = Qwen3ForCausalLM if type(cfg).__name__.startswith("Qwen3") else LlamaForCausalLM
     torch.manual_seed(1)
     return cls(cfg).double().eval()
@@ -342,7 +344,8 @@ case("mod54", M, "m = tiny_modern(); h = hf_llama(m); m.copy_from_hf(h); i = tor
      "assert torch.allclose(m(i)[0], h(i).logits, atol=1e-8)", "result", "same config: same logits")
 case("mod55", M, "m = tiny_modern(); m.copy_from_hf(hf_llama(m, rms_norm_eps=1e-5))", "error", "eps differs",
      ["rms_norm_eps", "1e-05"])
-case("mod56", M, "m = tiny_modern(); m.copy_from_hf(hf_llama(m, rope_theta=500000.0))", "error", "rope base differs",
+case("mod56", M, "m = tiny_modern(); h = hf_llama(m, rope_parameters={'rope_type': 'default', 'rope_theta': 500000.0}); "
+     "assert h.config.rope_parameters['rope_theta'] == 500000.0; m.copy_from_hf(h)", "error", "rope base differs",
      ["rope_theta", "500000"])
 case("mod57", M, "m = tiny_modern(); m.copy_from_hf(hf_llama(m, num_key_value_heads=4))", "error", "kv heads differ",
      ["key_value", "kv_heads", "4"])
@@ -356,8 +359,8 @@ case("mod61", M, "m = tiny_modern(); q = tiny_modern(qk_norm=True); m.copy_from_
      "a Qwen 3 (QK-norm) into a model without", ["qk_norm", "Qwen3"])
 case("mod62", M, "m = tiny_modern(qk_norm=True); l = tiny_modern(); m.copy_from_hf(hf_llama(l))", "error",
      "a Llama into a QK-norm model", ["qk_norm", "Llama"])
-case("mod63", M, "m = tiny_modern(); m.copy_from_hf(hf_llama(m, rope_scaling={'rope_type': 'llama3', 'factor': 8.0, "
-     "'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8}))", "error",
+case("mod63", M, "m = tiny_modern(); m.copy_from_hf(hf_llama(m, rope_parameters={'rope_type': 'llama3', 'rope_theta': 10000.0, "
+     "'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8}))", "error",
      "Llama 3 rope scaling changes frequencies", ["rope", "llama3"])
 case("mod64", M, "m = tiny_modern(); m.copy_from_hf(hf_vit())", "error", "a ViT is not a Llama", ["ViT", "hf_model"])
 case("mod65", M, "m = tiny_modern(); m.copy_from_hf(m.hf_config())", "error", "a config, not a model", ["LlamaConfig", "hf_model"])
@@ -373,3 +376,64 @@ case("mod71", M, "m = tiny_modern(); m.copy_from_hf(hf_llama(m, mlp_bias=True))"
 case("mod72", M, "m = tiny_modern(); m.copy_from_hf(hf_llama(m, head_dim=16))", "error", "head_dim 16 vs 8", ["head_dim", "16"])
 case("mod73", M, "m = tiny_modern(); m.copy_from_hf(hf_llama(m, vocab_size=60))", "error", "vocab 60 vs 50",
      ["vocab", "60"])
+
+# ------------------------------------------------------------------ second round (probing)
+case("bpe70", B, "bpe.merge([1, 2], (1, 2), 2.5)", "error", "float new_id", ["new_id", "2.5"])
+case("bpe71", B, "bpe.merge([1, 2], (1, 2), True)", "error", "bool new_id", ["new_id", "True"])
+case("bpe72", B, "bpe.merge('ab', (97, 98), 256)", "error", "text instead of ids (as pair_counts refuses)", ["ids", "str"])
+case("bpe73", B, "bpe.pair_counts([1, -2])", "error", "negative id", ["ids", "-2"])
+case("bpe74", B, "r = bpe.pair_counts([1, 2], counts={(1, 2): 1}, weight=-1); assert r == {} or r == {(1, 2): 0}, r",
+     "result", "docs: a negative weight subtracts the pairs (incremental update)")
+case("vit72", V, "tiny_vit()(torch.full((1, 1, 8, 8), float('inf')))", "error", "inf pixels: NaN logits otherwise",
+     ["images", "inf", "finite"])
+case("vit73", V, "t = vit.sincos_2d_encoding(2, 2, 8, dtype=torch.float64); assert t.dtype == torch.float64 and t.shape == (4, 8)",
+     "result", "float64 table legitimate")
+case("vit74", V, "vit.sincos_2d_encoding(2, 2, 8, dtype=torch.complex64)", "error", "complex dtype", ["dtype", "complex"])
+case("vit75", V, "vit.patchify(torch.rand(1, 1, 8, 8, dtype=torch.complex64), 2)", "error",
+     "complex images (not images)", ["images", "complex"])
+case("vit76", V, TR + "vit.train_classifier(m, x, y, epochs=1, lr=float('nan'))", "error", "NaN lr", ["lr", "nan"])
+case("mod74", M, "modern.orthogonalize(torch.ones(3, 3, dtype=torch.long))", "error", "integer matrix", ["g", "int64"])
+case("mod75", M, "modern.orthogonalize(torch.rand(3, 3), steps=0)", "error",
+     "0 Newton-Schulz steps: the result is not orthogonalized", ["steps", "0"])
+case("mod76", M, "modern.Muon([nn.Parameter(torch.rand(4, 4))], ns_steps=0)", "error", "0 Newton-Schulz steps",
+     ["ns_steps", "0"])
+case("mod77", M, "modern.MuonWithAdamW(None, torch.optim.AdamW([nn.Parameter(torch.rand(4))]))", "error", "None muon",
+     ["muon", "None"])
+case("mod78", M, "modern.rotate(torch.rand(1, 3, 8), base=float('inf'))", "error", "infinite base", ["base", "inf"])
+case("mod79", M, "tiny_modern()(torch.randint(0, 50, (1, 3)).to(torch.int32))[0].shape", "result",
+     "int32 ids: an integer tensor, legitimate (docs: idx an integer tensor)")
+
+# ----------------------------------------------------------------- verdicts, by hand, after running
+# (each message or result read; "observed" is what the call did on 2026-11-28, transformers 5.23.0)
+VERDICTS = {
+    "bpe35": ("UNCLEAR", "message contradicts itself: 'needs an id of at least 256 ... got 256.0'; the fault "
+                         "(a float id) is never named"),
+    "bpe54": ("SILENT", "observed merge([1, 2], (1, 2), -1) == [-1]: a negative id is produced"),
+    "bpe56": ("SILENT", "observed [1, 2] (and [1, 98] for ids [1, 98]): a pair mixing an id and bytes is "
+                        "accepted and silently never matches"),
+    "bpe73": ("SILENT", "observed {(1, -2): 1}: a negative id is counted"),
+    "vit09": ("CLEAR", "refused with a clear ValueError naming `images` and the shape; the docs do not say "
+                       "an empty batch is legitimate, so the refusal is acceptable (my expectation was a guess)"),
+    "vit11": ("CLEAR", "names `patches`, the expected N=25 and the shape got"),
+    "vit12": ("CLEAR", "names `patches`, the expected C*p*p=12 and the shape got"),
+    "vit26": ("SILENT", "observed an int64 table of 0/1 (sines and cosines truncated), no error"),
+    "vit34": ("CLEAR", "config + overrides refused with a clear TypeError ('either a ViTConfig or keyword "
+                       "arguments, not both'); the docs do not say overrides combine, so acceptable"),
+    "vit40": ("SILENT", "observed logits all NaN, no error (NaN images; train_classifier refuses them, the "
+                        "forward does not; arguably the user's own NaN)"),
+    "vit72": ("SILENT", "observed logits NaN from inf pixels, no error"),
+    "vit74": ("SILENT", "observed a complex64 table, no error"),
+    "mod44": ("SILENT", "observed NaN output from NaN input, no error (arguably the user's own NaN)"),
+    "mod46": ("SILENT", "observed g / ||g|| returned (singular values 0.577 for 2*I), not orthogonalized, no error"),
+    "mod48": ("SILENT", "observed an all-NaN matrix, no error"),
+    "mod52": ("SILENT", "MuonWithAdamW(AdamW, Muon) accepted, step() runs; param_groups[0] is AdamW's group "
+                        "without lr_scale: the roles are silently swapped"),
+    "mod53": ("UNCLEAR", "KeyError: 'muon' raised at companion/modern.py:586; names no argument, no expectation"),
+    "mod75": ("SILENT", "observed singular values 0.94, 0.33, 0.01: g merely normalized; Muon itself refuses "
+                        "ns_steps=0 but orthogonalize accepts steps=0"),
+    "mod77": ("SILENT", "MuonWithAdamW(None, adamw) accepted; fails later at step()/param_groups with "
+                        "AttributeError: 'NoneType' object has no attribute 'step' (deferred, unclear)"),
+}
+for _c in CASES:
+    if _c["id"] in VERDICTS:
+        _c["verdict"], _c["note"] = VERDICTS[_c["id"]]
