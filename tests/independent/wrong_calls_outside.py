@@ -397,7 +397,8 @@ case("mod75", M, "modern.orthogonalize(torch.rand(3, 3), steps=0)", "error",
      "0 Newton-Schulz steps: the result is not orthogonalized", ["steps", "0"])
 case("mod76", M, "modern.Muon([nn.Parameter(torch.rand(4, 4))], ns_steps=0)", "error", "0 Newton-Schulz steps",
      ["ns_steps", "0"])
-case("mod77", M, "modern.MuonWithAdamW(None, torch.optim.AdamW([nn.Parameter(torch.rand(4))]))", "error", "None muon",
+case("mod77", M, "b = nn.Parameter(torch.rand(4)); o = modern.MuonWithAdamW(None, torch.optim.AdamW([b])); "
+     "b.sum().backward(); o.step()", "error", "None muon (constructed, then stepped)",
      ["muon", "None"])
 case("mod78", M, "modern.rotate(torch.rand(1, 3, 8), base=float('inf'))", "error", "infinite base", ["base", "inf"])
 case("mod79", M, "tiny_modern()(torch.randint(0, 50, (1, 3)).to(torch.int32))[0].shape", "result",
@@ -429,10 +430,13 @@ VERDICTS = {
     "mod52": ("SILENT", "MuonWithAdamW(AdamW, Muon) accepted, step() runs; param_groups[0] is AdamW's group "
                         "without lr_scale: the roles are silently swapped"),
     "mod53": ("UNCLEAR", "KeyError: 'muon' raised at companion/modern.py:586; names no argument, no expectation"),
+    "mod23": ("CLEAR", "clear, but its advice is odd: 'crop `idx` to its last 0 tokens' (the cache is full)"),
+    "mod27": ("CLEAR", "clear value and rule, but it names `d_model`, which is not an argument of rotate "
+                       "(the last dim of `x`, d_head)"),
     "mod75": ("SILENT", "observed singular values 0.94, 0.33, 0.01: g merely normalized; Muon itself refuses "
                         "ns_steps=0 but orthogonalize accepts steps=0"),
-    "mod77": ("SILENT", "MuonWithAdamW(None, adamw) accepted; fails later at step()/param_groups with "
-                        "AttributeError: 'NoneType' object has no attribute 'step' (deferred, unclear)"),
+    "mod77": ("UNCLEAR", "MuonWithAdamW(None, adamw) accepted; the failure comes later, at step(), as "
+                         "AttributeError: 'NoneType' object has no attribute 'step'"),
 }
 for _c in CASES:
     if _c["id"] in VERDICTS:
