@@ -142,7 +142,7 @@ COUNT = [
 ]
 
 
-# --- 12.5 --------------------------------------------------------------------------------------------
+# --- 12.6 --------------------------------------------------------------------------------------------
 def my_without_positions(model):
     blind = copy.deepcopy(model)
     blind.pos_embed = None  # the tokens enter the encoder without positions
@@ -211,7 +211,7 @@ REMOVE = [
 ]
 
 
-# --- 12.6 --------------------------------------------------------------------------------------------
+# --- 12.5 --------------------------------------------------------------------------------------------
 def my_vit_logits(model, images, *, norm=True, token=0, pos=True):
     p, d = model.config.patch_size, model.config.d_model
     C = images.shape[1]

@@ -11,7 +11,7 @@ Each checker runs the student's function and the reference on inputs drawn from 
 (a batch of one, one patch per image, non-square images, three channels, both float dtypes, caller
 tensors that require gradients, calls under ``no_grad``); a failing class names itself. The forbidden
 calls are exactly those the texts name (12.1: ``patchify``, ``F.unfold``/``nn.Unfold``; 12.4:
-``vit_parameters``; 12.6: the model's own forward, ``embed``, ``features``, ``encoder`` and
+``vit_parameters``; 12.5: the model's own forward, ``embed``, ``features``, ``encoder`` and
 ``patch_embed``); a companion function the text does not forbid is allowed.
 """
 from __future__ import annotations
@@ -326,7 +326,7 @@ def _remove_model(seed: int = 125) -> tuple[VisionTransformer, torch.Tensor]:
     return model, images
 
 
-@checker("Exercise 12.5", companion_given=True)  # the student edits a given ViT
+@checker("Exercise 12.6", companion_given=True)  # the student edits a given ViT
 def remove_positions(my_without_positions) -> None:
     """``my_without_positions(model)``: a copy of a :class:`~companion.vit.VisionTransformer` whose
     position vectors ([CLS]'s included) are gone (zero or ``None``), the original left unchanged."""
@@ -380,7 +380,7 @@ def remove_positions(my_without_positions) -> None:
          f"{first_difference(got, right, 'logits')}.", generic=True)
 
 
-# --------------------------------------------------------------------------- Exercise 12.6
+# --------------------------------------------------------------------------- Exercise 12.5
 _FORBIDDEN_PARTS = ("forward", "embed", "features", "hidden_states", "attention_maps")
 
 
@@ -418,7 +418,7 @@ def _reference_logits(model: VisionTransformer, images: torch.Tensor) -> torch.T
         return VisionTransformer.forward(model, images)
 
 
-@checker("Exercise 12.6", companion_given=True)  # the student runs a given ViT's blocks and head
+@checker("Exercise 12.5", companion_given=True)  # the student runs a given ViT's blocks and head
 def vit_forward(my_vit_logits) -> None:
     """``my_vit_logits(model, images)``: the logits of a :class:`~companion.vit.VisionTransformer`,
     assembled from the patch embedding (as a convolution's weights), ``[CLS]`` and the positions, the
