@@ -31,13 +31,15 @@ PATCHIFY = [
     Mutant("channel last", _perm((0, 2, 4, 3, 5, 1)), "channel last"),
     Mutant("patch transposed", _perm((0, 2, 4, 1, 5, 3)), "transposed"),
     Mutant("image transposed", _perm((0, 4, 2, 1, 5, 3)), "you transposed the image"),
-    Mutant("unfold without transpose", lambda im, p: F.unfold(im, p, stride=p), "transpose it"),
+    Mutant("unfold without transpose", lambda im, p: F.unfold(im, p, stride=p), "calls unfold"),
     Mutant("unfold reshaped", lambda im, p: F.unfold(im, p, stride=p).reshape(my_patchify(im, p).shape),
-           "F.unfold returns"),
+           "calls unfold"),
+    Mutant("unfold, right", lambda im, p: F.unfold(im, p, stride=p).transpose(1, 2), "calls unfold"),
+    Mutant("nn.Unfold, right", lambda im, p: torch.nn.Unfold(p, stride=p)(im).transpose(1, 2), "calls unfold"),
     Mutant("not flattened", lambda im, p: im.reshape(im.shape[0], im.shape[1], im.shape[2] // p, p, im.shape[3] // p,
                                                     p).permute(0, 2, 4, 1, 3, 5), "flatten each patch"),
     Mutant("first image only", lambda im, p: my_patchify(im[:1], p)),
-    Mutant("overlapping patches", lambda im, p: F.unfold(im, p, stride=1).transpose(1, 2)),
+    Mutant("overlapping patches", lambda im, p: F.unfold(im, p, stride=1).transpose(1, 2), "calls unfold"),
     Mutant("returns None", lambda im, p: None, "return a tensor"),
     Mutant("returns a list", lambda im, p: my_patchify(im, p).tolist(), "return a tensor"),
     Mutant("in place", lambda im, p: my_patchify(im.mul_(1.0).add_(0.0).mul_(2.0), p) / 2, "in place"),
@@ -68,6 +70,9 @@ EMBED = [
            + b),
     Mutant("bias twice", lambda im, w, b, p: my_embed_patches(im, w, b, p) + b),
     Mutant("ReLU added", lambda im, w, b, p: torch.relu(my_embed_patches(im, w, b, p))),
+    Mutant("squeezed", lambda im, w, b, p: my_embed_patches(im, w, b, p).squeeze(), "batch of one"),
+    Mutant("detached", lambda im, w, b, p: my_embed_patches(im, w.detach(), b.detach(), p), "no gradient"),
+    Mutant("float64 always", lambda im, w, b, p: my_embed_patches(im.double(), w.double(), b.double(), p), "dtype"),
     Mutant("returns None", lambda *a: None, "return a tensor"),
     Mutant("wrong stride argument", lambda im, w, b, p: F.conv2d(im, w, b, stride=(p, 1)).flatten(2).transpose(1, 2)),
 ]
@@ -137,7 +142,7 @@ COUNT = [
 ]
 
 
-# --- 12.5 --------------------------------------------------------------------------------------------
+# --- 12.6 --------------------------------------------------------------------------------------------
 def my_without_positions(model):
     blind = copy.deepcopy(model)
     blind.pos_embed = None  # the tokens enter the encoder without positions
@@ -206,12 +211,52 @@ REMOVE = [
 ]
 
 
+# --- 12.5 --------------------------------------------------------------------------------------------
+def my_vit_logits(model, images, *, norm=True, token=0, pos=True):
+    p, d = model.config.patch_size, model.config.d_model
+    C = images.shape[1]
+    tokens = my_embed_patches(images, model.patch_embed.proj.weight.reshape(d, C, p, p), model.patch_embed.proj.bias, p)
+    N = tokens.shape[1]
+    table = model.pos_embed[0] if (model.pos_embed is not None and pos) else torch.zeros(1 + N, d, dtype=tokens.dtype)
+    h = my_tokens(tokens, model.cls_token, table)
+    for block in model.encoder.blocks:
+        h = block(h)
+    if norm:
+        h = model.encoder.norm(h)
+    return model.head(h[:, token] if token is not None else h[:, 1:].mean(1))
+
+
+def _no_grad_logits(model, images):
+    with torch.no_grad():
+        return my_vit_logits(model, images)
+
+
+FORWARD = [
+    Mutant("calls the model", lambda m, x: m(x), "own forward"),
+    Mutant("calls features", lambda m, x: m.head(m.features(x)[:, 0]), "own features"),
+    Mutant("calls embed", lambda m, x: m.head(m.encoder(m.embed(x))[:, 0]), "own encoder"),
+    Mutant("calls patch_embed", lambda m, x: m.head(m.encoder.norm(torch.nn.Sequential(*m.encoder.blocks)(
+        my_tokens(m.patch_embed(x), m.cls_token, m.pos_embed[0] if m.pos_embed is not None else 0)))[:, 0]),
+        "own patch_embed"),
+    Mutant("no final norm", lambda m, x: my_vit_logits(m, x, norm=False), "final LayerNorm"),
+    Mutant("mean of the patches", lambda m, x: my_vit_logits(m, x, token=None), "mean of the patch"),
+    Mutant("last token", lambda m, x: my_vit_logits(m, x, token=-1), "last token"),
+    Mutant("no positions", lambda m, x: my_vit_logits(m, x, pos=False)),
+    Mutant("under no_grad", _no_grad_logits, "no gradient"),
+    Mutant("detached", lambda m, x: my_vit_logits(m, x).detach(), "no gradient"),
+    Mutant("every token", lambda m, x: my_vit_logits(m, x, token=slice(None)), "every token"),
+    Mutant("eval mode forced", lambda m, x: (m.eval(), my_vit_logits(m, x))[1], "train/eval"),
+    Mutant("returns None", lambda m, x: None, "return a tensor"),
+]
+
+
 EXERCISES = [
     Exercise(check.patchify_images, my_patchify, PATCHIFY),
     Exercise(check.embed_patches, my_embed_patches, EMBED),
     Exercise(check.cls_and_positions, my_tokens, TOKENS),
     Exercise(check.vit_params, my_vit_parameters, COUNT),
     Exercise(check.remove_positions, my_without_positions, REMOVE),
+    Exercise(check.vit_forward, my_vit_logits, FORWARD),
 ]
 
 (test_reference_passes_and_enough_mutants, test_mutant_is_caught,

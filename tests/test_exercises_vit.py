@@ -14,11 +14,11 @@ import torch.nn.functional as F
 
 from companion.exercises import vit as check
 from companion.vit import vit_parameters
-from test_checker_mutations_ch12 import EXERCISES, my_embed_patches, my_patchify, my_tokens, my_vit_parameters, \
-    my_without_positions
+from test_checker_mutations_ch12 import EXERCISES, my_embed_patches, my_patchify, my_tokens, my_vit_logits, \
+    my_vit_parameters, my_without_positions
 
 CHECKERS = [check.patchify_images, check.embed_patches, check.cls_and_positions, check.vit_params,
-            check.remove_positions]
+            check.remove_positions, check.vit_forward]
 
 
 def stub(*args):
@@ -107,8 +107,39 @@ def without_by_new_parameter(model):
     return blind
 
 
+def patchify_by_tensor_unfold(images, p):  # Tensor.unfold (a sliding window), not F.unfold: allowed
+    B, C, H, W = images.shape
+    x = images.unfold(2, p, p).unfold(3, p, p)  # (B, C, H/p, W/p, p, p)
+    return x.permute(0, 2, 3, 1, 4, 5).reshape(B, (H // p) * (W // p), C * p * p)
+
+
+def count_with_block_parameters(image_size, patch_size, d_model, n_layers, n_classes):  # chapter 6's helper
+    from companion.block import block_parameters
+    d, N = d_model, (image_size // patch_size) ** 2
+    return (3 * patch_size ** 2 * d + d + d + (1 + N) * d + n_layers * block_parameters(d, 4 * d) + 2 * d
+            + d * n_classes + n_classes)
+
+
+def count_as_numpy(image_size, patch_size, d_model, n_layers, n_classes):
+    import numpy as np
+    return np.int64(my_vit_parameters(image_size, patch_size, d_model, n_layers, n_classes))
+
+
+def logits_by_conv(model, images):
+    p, d = model.config.patch_size, model.config.d_model
+    weight = model.patch_embed.proj.weight.reshape(d, images.shape[1], p, p)
+    tokens = F.conv2d(images, weight, model.patch_embed.proj.bias, stride=p).flatten(2).transpose(1, 2)
+    B = images.shape[0]
+    h = torch.cat([model.cls_token.expand(B, 1, d), tokens], 1)
+    if model.pos_embed is not None:
+        h = h + model.pos_embed
+    for block in model.encoder.blocks:
+        h = block(h)
+    return model.head(model.encoder.norm(h[:, :1]))[:, 0]
+
+
 RIGHT = [
-    (check.patchify_images, my_patchify), (check.patchify_images, patchify_by_unfold),
+    (check.patchify_images, my_patchify), (check.patchify_images, patchify_by_tensor_unfold),
     (check.patchify_images, patchify_by_loops),
     (check.embed_patches, my_embed_patches), (check.embed_patches, embed_by_matrix),
     (check.embed_patches, embed_by_permute),
@@ -117,6 +148,8 @@ RIGHT = [
     (check.vit_params, my_vit_parameters), (check.vit_params, count_as_tensor),
     (check.remove_positions, my_without_positions), (check.remove_positions, without_by_zeros),
     (check.remove_positions, without_by_new_parameter),
+    (check.vit_params, count_with_block_parameters), (check.vit_params, count_as_numpy),
+    (check.vit_forward, my_vit_logits), (check.vit_forward, logits_by_conv),
 ]
 
 

@@ -4,7 +4,15 @@ They recognize the classic slips: patches cut as strips by a reshape with no per
 listed column by column, pixels of a patch in the wrong order (channel last, or transposed), a
 convolution's output not transposed to ``(B, N, d)`` or a stride of 1, ``[CLS]`` put at the end or
 left without its position, a parameter count that forgets ``[CLS]``, a position, a bias or the
-channels, and a model whose positions were removed in place or only in part.
+channels, a model whose positions were removed in place or only in part, and a forward pass
+assembled without the final LayerNorm, with the head on the wrong token, or by calling the model.
+
+Each checker runs the student's function and the reference on inputs drawn from named edge classes
+(a batch of one, one patch per image, non-square images, three channels, both float dtypes, caller
+tensors that require gradients, calls under ``no_grad``); a failing class names itself. The forbidden
+calls are exactly those the texts name (12.1: ``patchify``, ``F.unfold``/``nn.Unfold``; 12.4:
+``vit_parameters``; 12.5: the model's own forward, ``embed``, ``features``, ``encoder`` and
+``patch_embed``); a companion function the text does not forbid is allowed.
 """
 from __future__ import annotations
 
@@ -17,9 +25,31 @@ from torch import nn
 
 from companion.vit import VisionTransformer, ViTConfig, patchify, vit_parameters
 
-from ._core import as_count, checker, close, describe, first_difference, hint, passed, require_tensor
+from . import rules
+from ._core import StudentError, as_count, source_facts, checker, close, describe, first_difference, hint, passed, require_tensor
 
-__all__ = ["patchify_images", "embed_patches", "cls_and_positions", "vit_params", "remove_positions"]
+__all__ = ["patchify_images", "embed_patches", "cls_and_positions", "vit_params", "remove_positions", "vit_forward"]
+
+
+def _run_all(fn, cases: list[tuple]) -> list:
+    """Call ``fn(*args)`` on every case; "not attempted" only when every call raises the stub's
+    ``NotImplementedError``, a raise on some inputs only is named with them."""
+    results, stub = [], []
+    for args in cases:
+        try:
+            results.append(fn(*args))
+        except StudentError as exc:
+            if not isinstance(exc.error, NotImplementedError):
+                raise
+            stub.append((args, exc))
+            results.append(None)
+    if stub and len(stub) == len(cases):
+        raise stub[0][1]
+    if stub:
+        shapes = ", ".join(describe(a) for a in stub[0][0])
+        hint(f"your function raised NotImplementedError for ({shapes}) but not for other inputs: a branch is "
+             "still unwritten.")
+    return results
 
 
 def _require_function(fn, name: str) -> None:
@@ -61,15 +91,27 @@ def patchify_images(my_patchify) -> None:
     order, each flattened channel, row, column (as :func:`companion.vit.patchify`)."""
     _require_function(my_patchify, "my_patchify")
     g = torch.Generator().manual_seed(12)
-    cases = [(_images(g, 2, 3, 4, 8), 2), (_images(g, 3, 1, 8, 8), 4), (_images(g, 1, 2, 4, 4), 1)]
-    for images, p in cases:
+    classes = [("three channels, not square", _images(g, 2, 3, 4, 8), 2),
+               ("the chapter's digits", _images(g, 3, 1, 8, 8), 4),
+               ("patches of one pixel", _images(g, 1, 2, 4, 4), 1),
+               ("a batch of one", _images(g, 1, 1, 8, 8), 2),
+               ("one patch per image", _images(g, 2, 3, 4, 4), 4),
+               ("a single row of patches", _images(g, 2, 2, 2, 6), 2),
+               ("float32 images", _images(g, 2, 3, 6, 6).float(), 3),
+               ("images that require gradients", _images(g, 2, 1, 4, 6).requires_grad_(), 2)]
+    with rules.watch() as seen:
+        answers = _run_all(my_patchify, [(images, p) for _, images, p in classes])
+    facts = source_facts(my_patchify)
+    by_source = bool({"F.unfold", "nn.Unfold", "nn.functional.unfold", "torch.nn.functional.unfold",
+                      "torch.nn.Unfold"} & facts.chains) or "Unfold" in facts.names
+    if (seen.called("unfold") and (seen.used_module("torch.nn.functional") or seen.used_module("torch.nn.modules.fold"))
+            or by_source):
+        hint("your function calls unfold (F.unfold or nn.Unfold), which the exercise rules out: cut the "
+             "patches with reshape and permute.")
+    for (name, images, p), answer in zip(classes, answers):
         B, C, H, W = images.shape
-        before = images.clone()
-        out = require_tensor(my_patchify(images, p), "a tensor of patch vectors")
-        if not torch.equal(images, before):
-            hint("your function changed `images` in place; build a new tensor (reshape and permute do not "
-                 "copy, but an in-place operation such as `images[...] = ` or `.mul_` writes into it).")
-        right = patchify(images, p)
+        out = require_tensor(answer, "a tensor of patch vectors")
+        right = patchify(images.detach(), p)
         N, k = right.shape[1:]
         if tuple(out.shape) == (B, k, N) and close(out, right.transpose(1, 2)):
             hint(f"the result is (B, C p p, N) = {tuple(out.shape)}: transpose it to (B, N, C p p), one row per "
@@ -78,16 +120,19 @@ def patchify_images(my_patchify) -> None:
             hint(f"flatten each patch into one vector of C p p = {k} numbers: the result has shape "
                  f"(B, N, C p p) = {(B, N, k)} (you returned {tuple(out.shape)}).")
         if tuple(out.shape) != (B, N, k):
-            hint(f"for {B} images of shape {(C, H, W)} and patch_size={p} the result has shape (B, N, C p p) "
-                 f"= {(B, N, k)}: N = (H/p)(W/p) patches of C p p numbers (got {tuple(out.shape)}).", generic=True)
+            hint(f"fails on {name}: for {B} images of shape {(C, H, W)} and patch_size={p} the result has shape "
+                 f"(B, N, C p p) = {(B, N, k)}: N = (H/p)(W/p) patches of C p p numbers (got "
+                 f"{tuple(out.shape)}).", generic=True)
+        if out.dtype != images.dtype:
+            hint(f"fails on {name}: the patches are {out.dtype}, the images {images.dtype}; keep the dtype.")
         if close(out, right, rtol=1e-10, atol=1e-12):
             continue
         if p > 1 or C > 1:
-            for wrong, message in _patch_mistakes(images, p):
+            for wrong, message in _patch_mistakes(images.detach(), p):
                 if close(out, wrong, rtol=1e-10, atol=1e-12):
                     hint(message)
-        hint(f"with patch_size={p} on images of shape {(B, C, H, W)}: {first_difference(out, right)}.",
-             generic=True)
+        hint(f"fails on {name}: with patch_size={p} on images of shape {(B, C, H, W)}: "
+             f"{first_difference(out, right)}.", generic=True)
     passed("reshape to (B, C, H/p, p, W/p, p), move the grid to the front, flatten each patch.")
 
 
@@ -98,12 +143,30 @@ def embed_patches(my_embed_patches) -> None:
     transposed."""
     _require_function(my_embed_patches, "my_embed_patches")
     g = torch.Generator().manual_seed(122)
-    for (B, C, H, W, p, d) in [(2, 3, 6, 8, 2, 5), (3, 1, 8, 8, 4, 7)]:
-        images = _images(g, B, C, H, W)
-        weight = torch.randn(d, C, p, p, generator=g, dtype=torch.float64)
-        bias = torch.randn(d, generator=g, dtype=torch.float64)
-        out = require_tensor(my_embed_patches(images.clone(), weight.clone(), bias.clone(), p),
-                             "a tensor of tokens")
+    classes = [("three channels, not square", (2, 3, 6, 8, 2, 5)), ("the chapter's digits", (3, 1, 8, 8, 4, 7)),
+               ("a batch of one", (1, 1, 8, 8, 2, 4)), ("one patch per image", (2, 3, 4, 4, 4, 3)),
+               ("a batch of one with one patch", (1, 2, 2, 2, 2, 6)), ("a width d of one", (2, 1, 4, 4, 2, 1))]
+    cases = []
+    for name, (B, C, H, W, p, d) in classes:
+        cases.append((name, _images(g, B, C, H, W), torch.randn(d, C, p, p, generator=g, dtype=torch.float64),
+                      torch.randn(d, generator=g, dtype=torch.float64), p))
+    images32 = _images(g, 2, 1, 4, 4).float()
+    cases.append(("float32 tensors", images32, torch.randn(3, 1, 2, 2, generator=g).float(),
+                  torch.randn(3, generator=g).float(), 2))
+    w_grad = torch.randn(4, 1, 2, 2, generator=g, dtype=torch.float64).requires_grad_()
+    cases.append(("a weight that requires gradients", _images(g, 2, 1, 4, 4), w_grad,
+                  torch.randn(4, generator=g, dtype=torch.float64).requires_grad_(), 2))
+    answers = _run_all(my_embed_patches, [(images, weight, bias, p) for _, images, weight, bias, p in cases])
+    for (name, images, weight, bias, p), answer in zip(cases, answers):
+        out = require_tensor(answer, "a tensor of tokens")
+        B, C, H, W = images.shape
+        d = weight.shape[0]
+        if weight.requires_grad and not out.requires_grad:
+            hint(f"fails on {name}: the tokens carry no gradient back to `weight`; compute them from it with "
+                 "differentiable operations (no .detach(), no torch.no_grad()) so that training can change it.")
+        if w_grad.grad is not None:
+            hint("your function called .backward() or changed `weight.grad`: only compute the tokens.")
+        weight, bias = weight.detach(), bias.detach()
         conv = F.conv2d(images, weight, bias, stride=p)  # (B, d, H/p, W/p)
         right = conv.flatten(2).transpose(1, 2)  # (B, N, d)
         N = right.shape[1]
@@ -113,13 +176,22 @@ def embed_patches(my_embed_patches) -> None:
         if tuple(out.shape) == (B, d, N) and close(out, right.transpose(1, 2)):
             hint("the result is (B, d, N): transpose it to (B, N, d), one token (row) per patch.")
         full = F.conv2d(images, weight, bias)  # stride 1
-        if tuple(out.shape[1:]) == (full.shape[2] * full.shape[3], d) or tuple(out.shape) == tuple(full.shape):
+        if full.shape[2] * full.shape[3] != N and (tuple(out.shape[1:]) == (full.shape[2] * full.shape[3], d)
+                                                   or tuple(out.shape) == tuple(full.shape)):
             hint(f"the kernel moved one pixel at a time (stride 1), so patches overlap; use stride={p}, one "
                  "step per patch.")
+        if tuple(out.shape) != (B, N, d) and tuple(out.shape) == tuple(right.squeeze().shape):
+            hint(f"fails on {name}: the tokens have shape {tuple(out.shape)}, not (B, N, d) = {(B, N, d)}: a "
+                 ".squeeze() drops a batch of one or a single patch as well; flatten and transpose instead.")
         if tuple(out.shape) != (B, N, d):
-            hint(f"the tokens have shape (B, N, d) = {(B, N, d)} (got {tuple(out.shape)}).", generic=True)
-        if close(out, right, rtol=1e-10, atol=1e-10):
+            hint(f"fails on {name}: the tokens have shape (B, N, d) = {(B, N, d)} (got {tuple(out.shape)}); "
+                 "a .squeeze() drops a batch of one or a single patch as well.", generic=True)
+        if out.dtype != images.dtype:
+            hint(f"fails on {name}: the tokens are {out.dtype}, the images {images.dtype}; keep the dtype.")
+        tol = dict(rtol=1e-10, atol=1e-10) if images.dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
+        if close(out.detach(), right, **tol):
             continue
+        out = out.detach()
         flat = patchify(images, p)  # (B, N, C p p)
         mistakes = [
             (right - bias, "the bias is missing: add `bias`, one number per output feature."),
@@ -134,7 +206,8 @@ def embed_patches(my_embed_patches) -> None:
         for wrong, message in mistakes:
             if wrong is not None and close(out, wrong, rtol=1e-10, atol=1e-10):
                 hint(message)
-        hint(f"on images {(B, C, H, W)} with patch_size={p}: {first_difference(out, right)}.", generic=True)
+        hint(f"fails on {name}: on images {(B, C, H, W)} with patch_size={p}: {first_difference(out, right)}.",
+             generic=True)
     passed("a kernel the size of a patch and a stride of one patch: each patch meets the kernel once, "
            "which is a linear map of the flattened patch.")
 
@@ -189,7 +262,7 @@ def _count(image_size: int, patch_size: int, d_model: int, n_layers: int, n_clas
                           n_classes=n_classes, n_channels=3)["total"]
 
 
-@checker("Exercise 12.4")
+@checker("Exercise 12.4", allow=("companion.block",))  # chapter 6's block_parameters is not forbidden
 def vit_params(my_vit_parameters) -> None:
     """``my_vit_parameters(image_size, patch_size, d_model, n_layers, n_classes)``: RGB images,
     ``d_ff = 4 d_model``, learned positions for ``[CLS]`` and every patch, a final LayerNorm, a head
@@ -253,7 +326,7 @@ def _remove_model(seed: int = 125) -> tuple[VisionTransformer, torch.Tensor]:
     return model, images
 
 
-@checker("Exercise 12.5", companion_given=True)  # the student edits a given ViT
+@checker("Exercise 12.6", companion_given=True)  # the student edits a given ViT
 def remove_positions(my_without_positions) -> None:
     """``my_without_positions(model)``: a copy of a :class:`~companion.vit.VisionTransformer` whose
     position vectors ([CLS]'s included) are gone (zero or ``None``), the original left unchanged."""
@@ -305,3 +378,112 @@ def remove_positions(my_without_positions) -> None:
                 hint(message)
     hint(f"the returned model's logits differ from those of the same model without positions: "
          f"{first_difference(got, right, 'logits')}.", generic=True)
+
+
+# --------------------------------------------------------------------------- Exercise 12.5
+_FORBIDDEN_PARTS = ("forward", "embed", "features", "hidden_states", "attention_maps")
+
+
+def _watched_model(cfg: ViTConfig, seed: int) -> tuple[VisionTransformer, list[str]]:
+    """A float64 ViT with random [CLS] and positions, whose own forward pass and embedding record a call
+    (the exercise assembles them from the student's pieces)."""
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        model = VisionTransformer(cfg).double()
+        with torch.no_grad():
+            model.cls_token.normal_()
+            if isinstance(model.pos_embed, nn.Parameter):
+                model.pos_embed.normal_()
+            for q in model.encoder.norm.parameters():
+                q.add_(torch.randn_like(q) * 0.5)
+    finally:
+        torch.random.set_rng_state(state)
+    calls: list[str] = []
+    for name in _FORBIDDEN_PARTS[1:]:
+        method = getattr(model, name)
+
+        def watch(*args, _method=method, _name=name, **kwargs):
+            calls.append(_name)
+            return _method(*args, **kwargs)
+        setattr(model, name, watch)
+    model.register_forward_pre_hook(lambda m, a: calls.append("forward"))
+    model.encoder.register_forward_pre_hook(lambda m, a: calls.append("encoder"))
+    model.patch_embed.register_forward_pre_hook(lambda m, a: calls.append("patch_embed"))
+    return model, calls
+
+
+def _reference_logits(model: VisionTransformer, images: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return VisionTransformer.forward(model, images)
+
+
+@checker("Exercise 12.5", companion_given=True)  # the student runs a given ViT's blocks and head
+def vit_forward(my_vit_logits) -> None:
+    """``my_vit_logits(model, images)``: the logits of a :class:`~companion.vit.VisionTransformer`,
+    assembled from the patch embedding (as a convolution's weights), ``[CLS]`` and the positions, the
+    blocks one by one, the final LayerNorm and the head on ``[CLS]``, without calling the model's own
+    forward pass, ``embed``, ``features``, ``encoder`` or ``patch_embed``."""
+    _require_function(my_vit_logits, "my_vit_logits")
+    g = torch.Generator().manual_seed(126)
+    configs = [("the chapter's shape", ViTConfig(image_size=8, patch_size=2, d_model=8, n_layers=2, n_heads=2,
+                                                 d_ff=16, n_classes=10), 4),
+               ("a batch of one", ViTConfig(image_size=4, patch_size=2, d_model=8, n_layers=1, n_heads=2, n_classes=3), 1),
+               ("three channels, one patch per image", ViTConfig(image_size=4, patch_size=4, n_channels=3, d_model=6,
+                                                                  n_layers=1, n_heads=3, n_classes=4), 3),
+               ("a model without positions (pos_embed is None)",
+                ViTConfig(image_size=6, patch_size=3, n_channels=2, d_model=8, n_layers=2, n_heads=4,
+                          positions="none", n_classes=5), 2),
+               ("fixed 2-D positions (a buffer)", ViTConfig(image_size=8, patch_size=4, d_model=8, n_layers=1,
+                                                            n_heads=2, positions="sincos", n_classes=2), 2)]
+    cases = []
+    for k, (name, cfg, B) in enumerate(configs):
+        model, calls = _watched_model(cfg, 1260 + k)
+        images = torch.randn(B, cfg.n_channels, cfg.image_size, cfg.image_size, generator=g, dtype=torch.float64)
+        cases.append((name, model, calls, images))
+    cases[0][1].train()  # a model left in training mode must stay so (dropout is 0: the same logits)
+    for name, model, calls, images in cases:
+        grad_mode, training = torch.is_grad_enabled(), model.training
+        right = _reference_logits(model, images)
+        calls.clear()  # the reference ran the model's own pass
+        state = {key: v.clone() for key, v in model.state_dict().items()}
+        out = _run_all(my_vit_logits, [(model, images)])[0]
+        if calls:
+            first = min(calls, key=("forward", "features", "encoder", "hidden_states", "attention_maps", "embed",
+                                    "patch_embed").index)
+            hint(f"your function calls the model's own {first}: assemble the pass yourself, with "
+                 "my_embed_patches, my_tokens, the blocks one by one, the final norm and the head.")
+        if torch.is_grad_enabled() != grad_mode or model.training != training:
+            hint("your function changed the grad mode or the model's train/eval mode; leave both as they were.")
+        now = model.state_dict()
+        if any(not torch.equal(v, now[key]) for key, v in state.items()):
+            hint("your function changed the model's parameters; only compute the logits.")
+        out = require_tensor(out, "a tensor of logits")
+        B, k = images.shape[0], model.config.n_classes
+        if tuple(out.shape) == (B, 1 + model.config.n_patches, k):
+            hint("the head ran on every token: it reads only [CLS]'s final state, token 0: h[:, 0].")
+        if tuple(out.shape) != (B, k):
+            hint(f"fails on {name}: the logits have shape (B, n_classes) = {(B, k)} (got {tuple(out.shape)}).",
+                 generic=True)
+        if not out.requires_grad:
+            hint(f"fails on {name}: the logits carry no gradient to the model's parameters, so the training below "
+                 "could not change them; do not detach or run under torch.no_grad().")
+        if close(out.detach(), right, rtol=1e-9, atol=1e-10):
+            continue
+        out = out.detach()
+        with torch.no_grad():
+            h = VisionTransformer.embed(model, images)
+            for block in model.encoder.blocks:
+                h = block(h)
+            no_norm = model.head(h[:, 0])
+            mean_pool = model.head(model.encoder.norm(h)[:, 1:].mean(1))
+            last = model.head(model.encoder.norm(h)[:, -1])
+        if close(out, no_norm, rtol=1e-9, atol=1e-10):
+            hint("the final LayerNorm is missing: after the last block, apply model.encoder.norm, then the head.")
+        if close(out, mean_pool, rtol=1e-9, atol=1e-10):
+            hint("the head read the mean of the patch tokens; this model reads [CLS]'s final state, token 0.")
+        if close(out, last, rtol=1e-9, atol=1e-10):
+            hint("the head read the last token; [CLS] is token 0, in front of the patches.")
+        hint(f"fails on {name}: {first_difference(out, right, 'logits')}.", generic=True)
+    passed("patches, embedding, [CLS] and positions, the blocks, the final norm and the head on [CLS]: the "
+           "model's own logits, with a graph for training.")
