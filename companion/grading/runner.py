@@ -13,13 +13,16 @@ import time
 import traceback
 import warnings
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import nbformat
 import numpy as np
 import torch
 
 from companion.exercises._core import HINT, INTERNAL, NOT_ATTEMPTED, PASSED, RAISED, Feedback
-from companion.grading import registry
+from companion.exercises import rules
+from companion.grading import registry, wire
+from companion.grading.source import Notebook
 from companion.grading.session import (
     MISSING,
     CallTimedOut,
@@ -86,10 +89,29 @@ def _feedback_line(number: str, status: str, message: str) -> str:
     return f"{icon} Exercise {number} {verb}: {message}"
 
 
+def merged_source(static: str | None, reported: Any) -> str | None:
+    """The source the rules read: the one the grader parsed from the file, with the import lines of
+    the kernel's own report added (a second signal: it can add facts, never hide one)."""
+    reported = reported if isinstance(reported, str) else None
+    if static is None:
+        return reported
+    if reported is None:
+        return static
+    extra = []
+    for line in reported.splitlines():
+        if not line.startswith(("import ", "from ")):
+            break
+        if line not in static.splitlines():
+            extra.append(line)
+    return "\n".join([*extra, static])
+
+
 def grade_exercise(sk: StudentKernel, chapter: registry.Chapter, ex: registry.Exercise, limits: Limits,
-                   cells: list[tuple[int, str]]) -> ExerciseResult:
+                   cells: list[tuple[int, str]], notebook: Notebook | None = None,
+                   tampered: str | None = None) -> ExerciseResult:
     """Run the grader's checker for one exercise against the student's definitions."""
     start = time.monotonic()
+    notebook = notebook if notebook is not None else Notebook(cells)
 
     def result(status: str, message: str, feedback: str | None = None) -> ExerciseResult:
         return ExerciseResult(ex.number, ex.title, status, message, feedback or _feedback_line(ex.number, status, message),
@@ -104,9 +126,17 @@ def grade_exercise(sk: StudentKernel, chapter: registry.Chapter, ex: registry.Ex
             value = sk.lookup(name)
             if value is MISSING:
                 return _missing(name, ex, sk, cells, result)
+            if isinstance(value, wire.Remote):  # the rules read the file's source, not the kernel's word
+                own = object.__getattribute__(value, "__dict__")
+                text = merged_source(notebook.source_for(name), own.get("__course_source__"))
+                if text is not None:
+                    own["__course_source__"] = text[:200_000]
             answers.append(value)
         _seed()
         feedback = checker(*answers)
+    except rules.Tampered as exc:
+        return result("error", f"the grader's helper in your notebook's kernel did not answer as it must ({exc}): "
+                               "your code changed it, so this exercise gets no points.")
     except CallTimedOut as exc:
         names = ", ".join(f"`{n}`" for n in ex.names)
         what = (f"{names} did not return within {limits.call:.0f} s (an endless loop?)" if exc.seconds >= limits.call - 0.5
@@ -132,6 +162,10 @@ def grade_exercise(sk: StudentKernel, chapter: registry.Chapter, ex: registry.Ex
         feedback.message.startswith(f"your code raised {e.get('type')}:") for e in sk.raised)
     if status == "not yet" and raised:
         status = "error"
+    if tampered:
+        message = (f"your notebook reaches for the grader's machinery ({tampered}), which no answer needs: "
+                   f"this exercise gets no points. (The check said: {feedback.message})")
+        return result("error", message)
     return result(status, feedback.message, str(feedback).replace("\n   ", " "))
 
 
@@ -170,9 +204,13 @@ def grade_notebook(path: str, chapter: registry.Chapter, limits: Limits, sandbox
         out.seconds_start = round(sk.seconds_start, 2)
         out.seconds_notebook = round(time.monotonic() - start - sk.seconds_start, 2)
         start = time.monotonic()
+        parsed = Notebook(to_run)
+        tampered = parsed.tampering()
+        if tampered:
+            out.notes.append(f"{tampered}, which reaches for the grader's machinery: every exercise gets no points")
         for ex in chapter.exercises:
             try:
-                out.exercises.append(grade_exercise(sk, chapter, ex, limits, to_run))
+                out.exercises.append(grade_exercise(sk, chapter, ex, limits, to_run, parsed, tampered))
             except Exception as exc:  # a bug of the grader: keep grading the other exercises
                 out.exercises.append(ExerciseResult(ex.number, ex.title, "error", f"internal error of the grader: {exc!r}",
                                                     f"❌ Exercise {ex.number}: internal error of the grader"))
