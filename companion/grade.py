@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import errno
 import json
 import math
 import multiprocessing
@@ -63,6 +64,7 @@ class Submission:
     result: dict | None = None
     seconds: float = 0.0
     warning: str | None = None  # graded, but the instructor should know (a wrong chapter stamp)
+    data: bytes | None = field(default=None, repr=False)  # the file's bytes, read once (graded from these)
 
 
 # ---------------------------------------------------------------------------- collecting
@@ -96,23 +98,57 @@ def collect(paths: list[str]) -> list[tuple[Path, str, str | None, str]]:
     return unique
 
 
+class _TooLarge(Exception):
+    pass
+
+
+def read_once(path: Path, limit: int = NOTEBOOK_MAX_BYTES) -> bytes:
+    """The bytes of a submitted file, opened once and never through a link (``O_NOFOLLOW``): a file
+    swapped for a link after it was collected is refused, and what is graded is what was read here."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if info.st_size > limit:
+            raise _TooLarge(info.st_size)
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:
+                raise _TooLarge(total)
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def inspect(path: Path, name: str, chapters: dict[int | str, registry.Chapter], chapter: int | str | None = None) -> Submission:
     """Read a file enough to know whether it can be graded, and as which chapter."""
     import nbformat
 
     sub = Submission(path, name)
     try:
-        size = path.stat().st_size
-        if size > NOTEBOOK_MAX_BYTES:
-            sub.problem = f"too large for a notebook ({size / 2**20:.0f} MB)"
-            return sub
-        raw = path.read_bytes()
-    except OSError as exc:
-        sub.problem = f"cannot be read ({exc.strerror})"
+        raw = read_once(path)
+    except _TooLarge as exc:
+        sub.problem = f"too large for a notebook ({exc.args[0] / 2**20:.0f} MB)"
         return sub
+    except OSError as exc:
+        sub.problem = (f"cannot be read ({exc.strerror})" if exc.errno != errno.ELOOP
+                       else "a link, not a file (not followed)")
+        return sub
+    sub.data = raw
     is_ipynb = path.suffix.lower() == ".ipynb"
     try:
         data = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        sub.problem = "a corrupted notebook: its JSON is nested too deeply"
+        return sub
     except (UnicodeDecodeError, ValueError) as exc:
         sub.problem = (f"a corrupted notebook: it is not valid JSON ({str(exc)[:80]})" if is_ipynb
                        else f"not a notebook (a {path.suffix or 'file without extension'} file; submit the .ipynb)")
@@ -237,7 +273,7 @@ def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int,
         while queue and free:
             sub, slot = queue.pop(0), free.pop(0)
             receive, send = ctx.Pipe(duplex=False)
-            process = ctx.Process(target=runner.work, args=(send, str(sub.path), asdict(sub.chapter), limits, sandbox, slot), daemon=True)
+            process = ctx.Process(target=runner.work, args=(send, sub.data, asdict(sub.chapter), limits, sandbox, slot), daemon=True)
             with _without_main_module():
                 process.start()
             send.close()
@@ -283,7 +319,29 @@ def hard_cap(limits: Limits, exercises: int) -> float:
     return limits.notebook + limits.exercise * exercises + 60 * (limits.restarts + 1) + 30
 
 
+def printable(text: Any) -> str:
+    """``text`` safe to write anywhere: a lone surrogate (a file name that is not UTF-8, a forged
+    message) as ``\\udcxx``, and control characters (terminal escapes included) as ``\\x1b``; line
+    breaks and tabs stay."""
+    text = text if isinstance(text, str) else str(text)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text) if not text.isprintable() else text
+
+
+def clean(value: Any) -> Any:
+    """Every string of a JSON-like value made :func:`printable` (keys included)."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {clean(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    return value
+
+
 def _say(message: str, progress: Any = None) -> None:
+    message = printable(message)
     if progress is not None:
         progress.write(message, file=sys.stderr)
     else:
@@ -311,7 +369,7 @@ def records(subs: list[Submission], points: dict[str, float]) -> list[dict]:
                          seconds_start=sub.result["seconds_start"], seconds_notebook=sub.result["seconds_notebook"],
                          seconds_checks=sub.result["seconds_checks"],
                          kernel_restarts=sub.result["restarts"], kernel_log=sub.result.get("kernel_log", ""))
-        out.append(entry)
+        out.append(clean(entry))
     return out
 
 
@@ -447,13 +505,25 @@ def file_names(entries: list[dict]) -> list[str]:
     return stems
 
 
+@contextlib.contextmanager
 def _create(path: Path, newline: str | None = None):
-    """Open ``path`` for writing text, replacing a file but never writing through a link."""
+    """Write ``path`` as text: into a new temporary file next to it, renamed over it once complete
+    (the previous file survives a crash; a link at ``path`` is replaced, never written through)."""
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink():
-        path.unlink()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    return open(fd, "w", encoding="utf-8", newline=newline)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)
+        with open(fd, "w", encoding="utf-8", newline=newline, errors="backslashreplace") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def write_outputs(out: Path, feedback: Path, entries: list[dict], chapters, sandbox: Sandbox, limits: Limits,
@@ -534,7 +604,12 @@ def grade(paths: list[str], options: Options | None = None, chapters: dict[int |
         print(sandbox.warning(), file=sys.stderr)
     subs = []
     for p, n, problem, student in collect(paths):
-        sub = Submission(p, n, problem=problem) if problem else inspect(p, n, chapters, options.chapter)
+        try:
+            sub = Submission(p, n, problem=problem) if problem else inspect(p, n, chapters, options.chapter)
+        except Exception as exc:  # noqa: BLE001 - one bad file never stops the others
+            sub = Submission(p, n, problem=f"could not be graded: {type(exc).__name__}: {str(exc)[:200]}")
+        except RecursionError:
+            sub = Submission(p, n, problem="could not be graded: nested too deeply")
         sub.student = student
         subs.append(sub)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -156,3 +156,72 @@ def test_gradescope_results_and_bundle(runs, tmp_path):
         run = z.read("run_autograder").decode()
         assert "python -m companion.grade /autograder/submission" in run and "--gradescope /autograder/results/results.json" in run
         assert all((z.getinfo(n).external_attr >> 16) & 0o111 for n in z.namelist())
+
+
+# ------------------------------------------------------------------------------- issue 30
+def test_one_bad_file_never_costs_the_class(tmp_path):
+    """A lone surrogate in an exception's message, a file name that is not UTF-8 and 200 kB of
+    nested brackets named .ipynb, graded next to a classmate: each is reported, the classmate gets
+    full marks, and every output is written (names with escapes)."""
+    import os
+
+    folder = tmp_path / "submissions"
+    _write(_notebook(1, RIGHT_DOT), folder / "bob.ipynb")
+    _write(_notebook(1, "def my_dot(a, b):\n    raise ValueError('broken \\udcff text \\x1b[31mred')"),
+           folder / "surrogate.ipynb")
+    (folder / "brackets.ipynb").write_text("[" * 100_000 + "]" * 100_000)
+    name = os.path.join(os.fsencode(folder), b"caf\xe9.ipynb")
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, (folder / "bob.ipynb").read_bytes())
+    os.close(fd)
+    out = tmp_path / "out" / "gradebook.csv"
+    entries = grade([str(folder)], Options(out=out, feedback_dir=tmp_path / "out" / "feedback", jobs=2, progress=False,
+                                           gradescope=None, limits=Limits(notebook=60, cell=30, call=10, exercise=30)))
+    by_name = {Path(e["submission"]).name: e for e in entries}
+    assert by_name["bob.ipynb"]["problem"] is None and by_name["bob.ipynb"]["total"] == 1  # my_dot, the one answer
+    assert "nested too deeply" in by_name["brackets.ipynb"]["problem"]
+    weird = by_name["caf\\udce9.ipynb"]
+    assert weird["problem"] is None and weird["total"] == 1, weird
+    broken = by_name["surrogate.ipynb"]["exercises"][0]
+    assert broken["status"] == "error" and "\\udcff" in broken["message"] and "\x1b" not in broken["message"]
+    document = json.loads((tmp_path / "out" / "gradebook.json").read_text(encoding="utf-8"))
+    assert len(document["submissions"]) == 4
+    text = "".join(p.read_text(encoding="utf-8") for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert "\x1b" not in text
+    assert len(list((tmp_path / "out" / "feedback").glob("*.md"))) == 4
+
+
+def test_the_previous_gradebook_survives_a_crash_while_writing(tmp_path):
+    from companion.grade import _create
+
+    path = tmp_path / "gradebook.json"
+    path.write_text("the previous run\n")
+    with pytest.raises(RuntimeError):
+        with _create(path) as f:
+            f.write("half of it")
+            raise RuntimeError("the disk is full")
+    assert path.read_text() == "the previous run\n" and [p.name for p in tmp_path.iterdir()] == ["gradebook.json"]
+
+
+def test_a_submission_swapped_for_a_link_is_never_read_through_it(tmp_path):
+    """Each file is opened once, without following a link; the grade comes from those bytes."""
+    import os
+
+    from companion.grade import collect, inspect
+
+    folder = tmp_path / "submissions"
+    _write(_notebook(1, WRONG_DOT), folder / "mallory.ipynb")
+    _write(_notebook(1, RIGHT_DOT), tmp_path / "instructor" / "solution.ipynb")
+    found = collect([str(folder)])
+    (folder / "mallory.ipynb").unlink()
+    os.symlink(tmp_path / "instructor" / "solution.ipynb", folder / "mallory.ipynb")  # after collection
+    path, name, problem, _ = found[0]
+    sub = inspect(path, name, CHAPTERS)
+    assert sub.problem == "a link, not a file (not followed)" and sub.data is None
+    # graded from the bytes read once: the file changing afterwards changes nothing
+    os.unlink(folder / "mallory.ipynb")
+    _write(_notebook(1, WRONG_DOT), folder / "mallory.ipynb")
+    sub = inspect(folder / "mallory.ipynb", "mallory.ipynb", CHAPTERS)
+    data = sub.data
+    _write(_notebook(1, RIGHT_DOT), folder / "mallory.ipynb")
+    assert data is not None and b"return 0" in data

@@ -13,6 +13,7 @@ import time
 import traceback
 import warnings
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import nbformat
@@ -188,16 +189,21 @@ def _missing(name: str, ex: registry.Exercise, sk: StudentKernel, cells: list[tu
                                    + (" (that cell seems to be missing)." if not defining else "."))
 
 
-def grade_notebook(path: str, chapter: registry.Chapter, limits: Limits, sandbox: Sandbox, slot: int) -> dict:
-    """Grade one notebook of ``chapter``; plain data (see :class:`NotebookResult`)."""
+def grade_notebook(data: bytes, chapter: registry.Chapter, limits: Limits, sandbox: Sandbox, slot: int) -> dict:
+    """Grade one notebook of ``chapter``, from the bytes the grader read (once) from its file;
+    plain data (see :class:`NotebookResult`)."""
+    if isinstance(data, (str, os.PathLike)):  # a path: read once here, never through a link
+        from companion.grade import read_once
+
+        data = read_once(Path(data))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        nb = nbformat.read(path, as_version=4)
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
     calls = {re.sub(r"\s+", "", ex.call) for ex in chapter.exercises}
     cells = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
     to_run = [(i, src) for i, src in cells if not _is_check_cell(src, calls)]
     out = NotebookResult()
-    sk = StudentKernel(to_run, sandbox, slot, kernel_env(), limits, notebook=path)
+    sk = StudentKernel(to_run, sandbox, slot, kernel_env(), limits, notebook=data)
     try:
         start = time.monotonic()
         sk.run()
@@ -225,7 +231,7 @@ def grade_notebook(path: str, chapter: registry.Chapter, limits: Limits, sandbox
     return asdict(out)
 
 
-def work(conn, path: str, chapter: dict, limits: Limits, sandbox: Sandbox, slot: int) -> None:
+def work(conn, path: bytes, chapter: dict, limits: Limits, sandbox: Sandbox, slot: int) -> None:
     """A worker process: grade one notebook and send the plain-data result to the parent.
 
     It lives here, in an importable module, so that the fork server finds it whatever the
@@ -243,6 +249,9 @@ def work(conn, path: str, chapter: dict, limits: Limits, sandbox: Sandbox, slot:
     try:
         result: dict = {"ok": True, **grade_notebook(path, registry.Chapter(**chapter, exercises=exercises), limits, sandbox, slot)}
     except BaseException as exc:  # the kernel did not start, the disk is full, ...
-        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    conn.send(result)
+        result = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+    try:
+        conn.send(result)
+    except BaseException as exc:  # noqa: BLE001 - a result that cannot be sent is still a result
+        conn.send({"ok": False, "error": f"the result could not be sent to the grader ({type(exc).__name__})"})
     conn.close()

@@ -92,7 +92,7 @@ class Kernel:
 
     _run_ids = itertools.count(1)
 
-    def __init__(self, sandbox: Sandbox, slot: int, env: dict[str, str], notebook: str | None = None,
+    def __init__(self, sandbox: Sandbox, slot: int, env: dict[str, str], notebook: "str | bytes | None" = None,
                  startup_timeout: float = 120.0):
         self.sandbox, self.slot = sandbox, slot
         self.cgroup: Cgroup | None = None
@@ -126,7 +126,10 @@ class Kernel:
             cwd_host = None
             if notebook is not None:  # the kernel's own notebook, and no other
                 copy = self.inbox / "submission.ipynb"
-                shutil.copyfile(notebook, copy, follow_symlinks=False)
+                if isinstance(notebook, bytes):  # the bytes the grader read from the file, once
+                    copy.write_bytes(notebook)
+                else:
+                    shutil.copyfile(notebook, copy, follow_symlinks=False)
                 os.chmod(copy, 0o644)
                 binds.append(("--ro-bind", str(copy), f"{WORK}/submission.ipynb"))
         else:  # no sandbox: a private folder on the host
@@ -386,7 +389,7 @@ class StudentKernel:
     raised: list[dict] = field(default_factory=list)  # the student's exceptions seen by the proxies
     exercise_deadline: float = float("inf")
     seconds_start: float = 0.0  # starting the first kernel (not counted in the notebook's limit)
-    notebook: str | None = None  # the submission's file: a copy is all the kernel sees of it
+    notebook: "str | bytes | None" = None  # the submission's bytes (or file): a copy is all the kernel sees of it
     seed: int | None = 0  # random, NumPy and torch seeded in the kernel before the student's code
 
     def __post_init__(self) -> None:
