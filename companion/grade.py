@@ -315,8 +315,12 @@ def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int,
 
 def hard_cap(limits: Limits, exercises: int) -> float:
     """Seconds after which a submission's worker is killed, whatever it is doing: the notebook's
-    budget (its first run and every replay), each exercise's, and a minute per kernel start."""
-    return limits.notebook + limits.exercise * exercises + 60 * (limits.restarts + 1) + 30
+    budget (its first run and every replay), each exercise's twice (a time-out is graded once
+    more), a minute per kernel start; budgets are CPU time, so their wall-clock limits count."""
+    from companion.grading.session import wall_limit
+
+    return (wall_limit(limits.notebook, limits) + 2 * exercises * wall_limit(limits.exercise, limits)
+            + 60 * (limits.restarts + 1) + 30)
 
 
 def printable(text: Any) -> str:
@@ -654,10 +658,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chapter", type=_chapter_argument,
                         help="grade every notebook as this chapter: a number, or A for the appendix (default: recognize each)")
     parser.add_argument("--jobs", type=int, default=0, help="notebooks graded at once (default: the number of CPUs)")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds for all of a notebook's cells (default: 600)")
-    parser.add_argument("--cell-timeout", type=float, default=300, help="seconds for one cell (default: 300)")
-    parser.add_argument("--call-timeout", type=float, default=30, help="seconds for one call of a student's function (default: 30)")
-    parser.add_argument("--exercise-timeout", type=float, default=120, help="seconds for all calls of one exercise's check (default: 120)")
+    parser.add_argument("--timeout", type=float, default=600, help="CPU seconds for all of a notebook's cells (default: 600)")
+    parser.add_argument("--cell-timeout", type=float, default=300, help="CPU seconds for one cell (default: 300)")
+    parser.add_argument("--call-timeout", type=float, default=30, help="CPU seconds for one call of a student's function (default: 30)")
+    parser.add_argument("--exercise-timeout", type=float, default=120, help="CPU seconds for one exercise's check, the kernel's and the checker's (default: 120)")
+    parser.add_argument("--wall-factor", type=float, default=4.0,
+                        help="the time limits are CPU time of the kernel; this many times a limit (+30 s) of wall-clock "
+                             "time stops a kernel that hangs (default: 4)")
     parser.add_argument("--memory", type=float, default=8.0, help="GiB of memory per kernel (default: 8; 0: no limit)")
     parser.add_argument("--no-sandbox", action="store_true", help="grade without the bubblewrap sandbox (see the warning it prints)")
     parser.add_argument("--log-dir", type=Path, help="one log per submission here (default: the gradebook's name + -logs)")
@@ -681,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 0:
         parser.error(f"--jobs must be >= 0, got {args.jobs}")
     limits = Limits(notebook=args.timeout, cell=min(args.cell_timeout, args.timeout), call=args.call_timeout,
-                    exercise=max(args.exercise_timeout, args.call_timeout))
+                    exercise=max(args.exercise_timeout, args.call_timeout), wall_factor=max(args.wall_factor, 1.0))
     options = Options(out=args.out, feedback=args.feedback, feedback_dir=args.feedback_dir, points=args.points,
                       chapter=args.chapter, jobs=args.jobs, limits=limits, sandbox=not args.no_sandbox,
                       memory_gib=args.memory or None, progress=not args.quiet, log_dir=args.log_dir,

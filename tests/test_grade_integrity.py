@@ -57,13 +57,14 @@ def runs(tmp_path_factory):
     # The kernel is seeded before the student's code: the first random number is torch's after seed 0.
     _write(_notebook(1, "import torch\nfirst = torch.rand(1).item()",
                      "def my_dot(a, b):\n    raise ValueError(f'FIRST={first!r}')"), folder / "seeded.ipynb")
-    # 12 s, then the kernel ends: the replay has only what is left of the 20 s.
-    _write(_notebook(1, "import time\ntime.sleep(12)", "import os\nos._exit(0)", RIGHT_DOT), folder / "slow_exit.ipynb")
+    # 6 s of CPU time, then the kernel ends: the replay has only what is left of the notebook's 10 s.
+    _write(_notebook(1, "import time\nt = time.process_time()\nwhile time.process_time() - t < 6:\n    pass",
+                     "import os\nos._exit(0)", RIGHT_DOT), folder / "slow_exit.ipynb")
     out = []
     for k in (1, 2):
         target = folder.parent / f"run{k}"
         options = Options(out=target / "gradebook.csv", feedback_dir=target / "feedback", jobs=2, progress=False,
-                          students_csv=target / "students.csv", limits=Limits(notebook=20, cell=20, call=10, exercise=20))
+                          students_csv=target / "students.csv", limits=Limits(notebook=10, cell=10, call=10, exercise=20))
         out.append({"entries": {Path(e["submission"]).name: e for e in grade([str(folder)], options)}, "dir": target})
     return out
 
@@ -109,9 +110,12 @@ def test_a_stamp_that_disagrees_with_the_content_is_warned_about_and_the_content
 
 
 def test_one_time_budget_covers_the_notebook_and_its_replays(runs):
-    entry = runs[0]["entries"]["slow_exit.ipynb"]
-    assert entry["seconds_notebook"] < 20 + 6, entry  # not 12 + a fresh 20
-    assert any("ran out" in n or "no time was left" in n for n in entry["notes"]), entry["notes"]
+    """The budget is CPU time of the kernel (6 s, then 6 more in the replay: past the 10 s), so that
+    the machine's load cannot change the outcome; the wall-clock time is reported, not asserted."""
+    for run in runs:
+        entry = run["entries"]["slow_exit.ipynb"]
+        assert any("ran out" in n or "no time was left" in n for n in entry["notes"]), entry["notes"]
+        print(f"slow_exit: {entry['seconds_notebook']} s of wall-clock time for the notebook")
 
 
 def test_the_kernel_is_seeded(runs):

@@ -75,12 +75,63 @@ class Reply:
     evalue: str = ""
     seconds: float = 0.0
     exit_requested: bool = False  # the code called exit() or quit(): the kernel is about to stop
+    cpu: float = 0.0  # CPU seconds the kernel (and its children) spent on it
 
 
 class Timeout(Exception):
-    def __init__(self, seconds: float, killed: bool):
+    """Past its budget: ``seconds`` of the kernel's CPU time (or, ``wall`` True, a hang past the
+    wall-clock limit)."""
+
+    def __init__(self, seconds: float, killed: bool, wall: bool = False):
         super().__init__(seconds, killed)
-        self.seconds, self.killed = seconds, killed
+        self.seconds, self.killed, self.wall = seconds, killed, wall
+
+
+def wall_limit(cpu_budget: float, limits: "Limits | None" = None) -> float:
+    """The wall-clock limit that goes with a budget of CPU seconds: generous, only against a hang
+    (a kernel that sleeps or waits uses no CPU time); load on the machine never comes near it."""
+    factor = limits.wall_factor if limits is not None else 4.0
+    return cpu_budget * factor + 30.0
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of process ``root`` and every process below it (those that ended
+    are counted in their parent's children times), from ``/proc``."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        fields = data[data.rfind(b")") + 2:].split()
+        try:
+            parents[int(name)] = int(fields[1])
+            times[int(name)] = sum(int(x) for x in fields[11:15]) / _CLOCK_TICKS
+        except (IndexError, ValueError):
+            continue
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    total, stack, seen = 0.0, [root], set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += times.get(pid, 0.0)
+        stack.extend(children.get(pid, ()))
+    return total
 
 
 class Kernel:
@@ -316,24 +367,39 @@ class Kernel:
                 prompt = str(msg["content"].get("prompt", ""))
                 self.client.input(on_input(prompt) if on_input else "")
 
-    def execute(self, code: str, timeout: float, on_input: Callable[[str], str] | None = None) -> Reply:
-        """Run ``code``; raise :class:`Timeout` past ``timeout`` s, :class:`KernelDied` if it ends."""
+    def cpu_seconds(self) -> float:
+        """CPU seconds the kernel and every process it started have used so far."""
+        return tree_cpu_seconds(self.proc.pid)
+
+    def execute(self, code: str, timeout: float, on_input: Callable[[str], str] | None = None,
+                wall: float | None = None) -> Reply:
+        """Run ``code``; raise :class:`Timeout` once it used ``timeout`` s of the kernel's CPU time
+        (or ran ``wall`` s of wall-clock time: a hang), :class:`KernelDied` if it ends."""
         if not self.alive():
             raise KernelDied(self.over_quota or "the kernel is not running")
         start = time.monotonic()
-        deadline = start + max(timeout, 0.0)
+        cpu0 = self.cpu_seconds()
+        budget = max(timeout, 0.0)
+        wall_deadline = start + (wall if wall is not None else wall_limit(budget))
         msg_id = self.client.execute(code, silent=False, store_history=False, allow_stdin=on_input is not None,
                                      stop_on_error=False)
         interrupted_at: float | None = None
+        by_wall = False
+        used = 0.0
+        checked = start
         while True:
             now = time.monotonic()
-            if interrupted_at is None and now >= deadline:
+            if interrupted_at is None and now - checked >= 0.25:
+                checked = now
+                used = self.cpu_seconds() - cpu0
+            if interrupted_at is None and (used >= budget or now >= wall_deadline):
+                by_wall = used < budget
                 self.interrupt()
                 interrupted_at = now
             if interrupted_at is not None and now >= interrupted_at + _GRACE:
                 self.kill()
-                raise Timeout(now - start, killed=True)
-            wait = (interrupted_at + _GRACE if interrupted_at is not None else deadline) - now
+                raise Timeout(max(used, budget) if not by_wall else now - start, killed=True, wall=by_wall)
+            wait = (interrupted_at + _GRACE - now) if interrupted_at is not None else 0.25
             self.poller.poll(max(1, int(min(wait, 0.25) * 1000)))
             self._drain_stdin(on_input)
             while self.client.shell_channel.msg_ready():
@@ -341,12 +407,14 @@ class Kernel:
                 if msg["parent_header"].get("msg_id") != msg_id:
                     continue
                 if interrupted_at is not None:
-                    raise Timeout(time.monotonic() - start, killed=False)
+                    raise Timeout(max(used, budget) if not by_wall else time.monotonic() - start, killed=False,
+                                  wall=by_wall)
                 content = msg["content"]
                 payload = content.get("payload") or []
                 leaving = any(isinstance(p, dict) and p.get("source") == "ask_exit" for p in payload)
                 return Reply(content.get("status", "error"), str(content.get("ename", "")),
-                             str(content.get("evalue", ""))[:2000], time.monotonic() - start, leaving)
+                             str(content.get("evalue", ""))[:2000], time.monotonic() - start, leaving,
+                             cpu=max(0.0, self.cpu_seconds() - cpu0))
             if not self.alive():
                 raise KernelDied(self.over_quota or f"the kernel stopped (exit code {self.proc.returncode})")
 
@@ -361,6 +429,10 @@ class Limits:
     call: float = 30.0  # one call of a student's function by a checker
     exercise: float = 120.0  # all calls of one exercise's check together
     restarts: int = 3  # kernel restarts (and notebook replays) per submission
+    #: Budgets are CPU seconds of the kernel (for a check, of the kernel and of the grader's checker
+    #: together), so that a busy machine changes no grade; ``wall_factor`` times a budget (+30 s) of
+    #: wall-clock time stops only a kernel that hangs without computing.
+    wall_factor: float = 4.0
 
 
 @dataclass
@@ -398,7 +470,11 @@ class StudentKernel:
         self.recorders: dict[int, Any] = {}  # number -> a checker's watched function (_core.recording)
         self._requests = itertools.count(1)
         self.pickle_module = wire.make_pickle_module(self._remote_reduce, self._recorder_reduce)
-        self.deadline = float("inf")  # the notebook's time budget: its first run and every replay
+        self.deadline = float("inf")  # the notebook's wall-clock limit (against a hang only)
+        self.cpu_spent = 0.0  # the kernel's CPU seconds on the notebook's cells, replays included
+        self.exercise_cpu = 0.0  # the kernel's CPU seconds on the current exercise's calls
+        self.exercise_start_cpu = 0.0  # the grader's own CPU time when the exercise began
+        self.exercise_budget = float("inf")  # CPU seconds for the current exercise (kernel + checker)
 
     # -- kernel life
     def _start(self) -> None:
@@ -419,39 +495,61 @@ class StudentKernel:
     def close(self) -> None:
         self._stop()
 
+    # -- the notebook's budget: CPU seconds of the kernel, first run and every replay together
+    def _notebook_left(self) -> float:
+        return self.limits.notebook - self.cpu_spent
+
+    def _notebook_over(self) -> bool:
+        return self._notebook_left() <= 0 or time.monotonic() >= self.deadline
+
+    def _execute_cell(self, source: str) -> Reply:
+        """One cell, within what is left of the cell's and the notebook's budgets."""
+        assert self.kernel is not None
+        budget = min(self.limits.cell, self._notebook_left())
+        wall = min(wall_limit(budget, self.limits), max(self.deadline - time.monotonic(), 0.0))
+        try:
+            reply = self.kernel.execute(source, budget, wall=wall)
+        except Timeout as exc:
+            self.cpu_spent += exc.seconds if not exc.wall else 0.0
+            raise
+        self.cpu_spent += reply.cpu
+        return reply
+
     def run(self) -> None:
         """Run every cell in order, within the limits (restarting where a cell kills the kernel)."""
         started = time.monotonic()
         self._start()
         self.seconds_start = time.monotonic() - started
-        deadline = self.deadline = time.monotonic() + self.limits.notebook  # the kernel's start does not count
+        # the kernel's start does not count; the wall limit only stops a notebook that hangs
+        self.deadline = time.monotonic() + wall_limit(self.limits.notebook, self.limits)
         position = 0
         while position < len(self.cells):
             index, source = self.cells[position]
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if self._notebook_over():
                 for i, _ in self.cells[position:]:
                     self.runs[i] = CellRun(i, "skipped")
-                self.notes.append(f"the notebook ran past its {self.limits.notebook:.0f} s limit: "
-                                  f"cells from {index} on were not run")
+                self.notes.append(f"the notebook used up its {self.limits.notebook:.0f} s of CPU time "
+                                  f"(or hung past its wall-clock limit): cells from {index} on were not run")
                 return
-            if not self._run_cell(index, source, min(self.limits.cell, remaining)):
-                if not self._restart(deadline):
+            if not self._run_cell(index, source):
+                if not self._restart():
                     for i, _ in self.cells[position + 1:]:
                         self.runs[i] = CellRun(i, "skipped")
                     return
             position += 1
 
-    def _run_cell(self, index: int, source: str, timeout: float) -> bool:
+    def _run_cell(self, index: int, source: str) -> bool:
         """Run one cell; False when the kernel is lost (the cell is then skipped from now on)."""
         assert self.kernel is not None
         start = time.monotonic()
+        limit = "cell" if self._notebook_left() >= self.limits.cell else "notebook"
         try:
-            reply = self.kernel.execute(source, timeout)
+            reply = self._execute_cell(source)
         except Timeout as exc:
-            limit = "cell" if timeout >= self.limits.cell else "notebook"
             self.runs[index] = CellRun(index, "timed out", seconds=exc.seconds)
-            self.notes.append(f"cell {index} ran past the {timeout:.0f} s {limit} time limit and was stopped"
+            what = ("hung past its wall-clock limit" if exc.wall else
+                    f"used more than the {limit}'s {min(self.limits.cell, self.limits.notebook) if limit == 'cell' else self.limits.notebook:.0f} s of CPU time")
+            self.notes.append(f"cell {index} {what} and was stopped"
                               + (" (it did not respond to an interrupt: the kernel was restarted without it)" if exc.killed else ""))
             if exc.killed:
                 self.poison.add(index)
@@ -474,18 +572,18 @@ class StudentKernel:
         self.done.append(index)
         return True
 
-    def _restart(self, deadline: float | None = None) -> bool:
+    def _restart(self) -> bool:
         """A fresh kernel with every cell run so far replayed (except the ones to blame), within
-        what is left of the notebook's time budget (replays get no fresh budget)."""
+        what is left of the notebook's budget (replays get no fresh budget)."""
         while True:
             self._stop()
             if self.restarts >= self.limits.restarts:
                 self.notes.append(f"the kernel was lost more than {self.limits.restarts} times: "
                                   "the rest of the notebook was not run")
                 return False
-            if time.monotonic() >= self.deadline:
-                self.notes.append(f"the kernel was lost after the notebook's {self.limits.notebook:.0f} s were "
-                                  "spent: no time was left to run it again")
+            if self._notebook_over():
+                self.notes.append(f"the kernel was lost after the notebook's {self.limits.notebook:.0f} s of CPU "
+                                  "time were spent: no time was left to run it again")
                 return False
             self.restarts += 1
             try:
@@ -497,22 +595,20 @@ class StudentKernel:
             sources = dict(self.cells)
             ok = True
             for index in [i for i in self.done if i not in self.poison]:
-                remaining = self.deadline - time.monotonic()
-                if remaining <= 0:
-                    self.notes.append(f"the notebook's {self.limits.notebook:.0f} s ran out while it was run again "
-                                      "after a restart")
+                if self._notebook_over():
+                    self.notes.append(f"the notebook's {self.limits.notebook:.0f} s of CPU time ran out while it "
+                                      "was run again after a restart")
                     self._stop()
                     return False
                 try:
-                    assert self.kernel is not None
-                    if self.kernel.execute(sources[index], min(self.limits.cell, remaining)).exit_requested:
+                    if self._execute_cell(sources[index]).exit_requested:
                         self.poison.add(index)
                         ok = False
                         break
                 except Timeout as exc:
-                    if time.monotonic() >= self.deadline:
-                        self.notes.append(f"the notebook's {self.limits.notebook:.0f} s ran out while it was run "
-                                          "again after a restart")
+                    if self._notebook_over():
+                        self.notes.append(f"the notebook's {self.limits.notebook:.0f} s of CPU time ran out while "
+                                          "it was run again after a restart")
                         self._stop()
                         return False
                     if exc.killed:
@@ -525,6 +621,20 @@ class StudentKernel:
                     break
             if ok:
                 return True
+
+    def begin_exercise(self) -> None:
+        """Start the budget of one exercise's check: CPU seconds of the kernel's calls and of the
+        grader's checker together, and a generous wall-clock limit against a hang."""
+        self.exercise_cpu = 0.0
+        self.exercise_start_cpu = time.process_time()
+        self.exercise_budget = self.limits.exercise
+        self.exercise_deadline = time.monotonic() + wall_limit(self.limits.exercise, self.limits)
+
+    def end_exercise(self) -> None:
+        self.exercise_budget = self.exercise_deadline = float("inf")
+
+    def exercise_left(self) -> float:
+        return self.exercise_budget - self.exercise_cpu - (time.process_time() - self.exercise_start_cpu)
 
     def ensure_running(self) -> None:
         """Restart and replay if the kernel was lost (by a call that killed it); else raise."""
@@ -639,15 +749,19 @@ class StudentKernel:
         except Exception as exc:
             request.unlink(missing_ok=True)
             raise SendFailed(f"{type(exc).__name__}: {exc}") from None
-        timeout = min(self.limits.call, self.exercise_deadline - time.monotonic())
-        if timeout <= 0:
+        left = self.exercise_left()
+        timeout = min(self.limits.call, left)
+        wall = min(wall_limit(timeout, self.limits), self.exercise_deadline - time.monotonic())
+        if timeout <= 0 or wall <= 0:
             request.unlink(missing_ok=True)
             raise CallTimedOut(self.limits.exercise, killed=False)
         code = f"__import__('companion.grading.kernel', fromlist=['handle']).handle({request.name!r})"
         try:
-            reply = kernel.execute(code, timeout)
+            reply = kernel.execute(code, timeout, wall=wall)
+            self.exercise_cpu += reply.cpu
         except Timeout as exc:
             _unlink(reply_path)
+            self.exercise_cpu += exc.seconds if not exc.wall else 0.0
             if exc.killed:
                 self._stop()
             raise CallTimedOut(exc.seconds, exc.killed) from None
