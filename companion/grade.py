@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from companion.grading import registry
+from companion.grading.sandbox import SandboxRefused
 from companion.grading.session import Limits, Sandbox, release
 
 NOTEBOOK_MAX_BYTES = 50 * 2**20
@@ -269,6 +270,23 @@ def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int,
     free = list(range(jobs))
     running: dict[Any, tuple[Submission, Any, int, float]] = {}
     queue = list(todo)
+    try:
+        _run_queue(queue, running, free, ctx, limits, sandbox, progress)
+    finally:  # SIGTERM, Ctrl-C, a bug: every worker ends, closing its kernel (copies, cgroups) first
+        for sub, process, slot, _ in running.values():
+            if process.is_alive():
+                process.terminate()
+        for sub, process, slot, _ in running.values():
+            process.join(timeout=20)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
+            sandbox.kill_all(slot)
+
+
+def _run_queue(queue, running, free, ctx, limits, sandbox, progress) -> None:
+    from companion.grading import runner
+
     while queue or running:
         while queue and free:
             sub, slot = queue.pop(0), free.pop(0)
@@ -311,6 +329,32 @@ def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int,
                 _say(f"{sub.name}: {sub.problem}", progress)
             if progress is not None:
                 progress.update(1)
+
+
+class Terminated(SystemExit):
+    """SIGTERM: the grading stops, after every kernel and its files are cleaned up."""
+
+
+def _on_sigterm():
+    """Turn SIGTERM into an exception, so that cleanup runs (in the main thread only)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum, frame):
+        raise Terminated(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def _restore_sigterm(previous) -> None:
+    import signal
+    import threading
+
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
 
 
 def hard_cap(limits: Limits, exercises: int) -> float:
@@ -632,10 +676,12 @@ def grade(paths: list[str], options: Options | None = None, chapters: dict[int |
                 if progress is not None:
                     progress.update(1)
         reserved = sandbox.reserve(jobs)
+        previous = _on_sigterm()
         try:
             run_all(subs, options.limits, reserved, jobs, progress)
         finally:
             release(reserved)
+            _restore_sigterm(previous)
     finally:
         if progress is not None:
             progress.close()
@@ -696,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     try:
         entries = grade(args.submissions, options)
-    except (PointsError, registry.RegistryError) as exc:
+    except (PointsError, registry.RegistryError, SandboxRefused) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     graded = [e for e in entries if not e["problem"]]

@@ -372,7 +372,8 @@ def graded(tmp_path_factory):
     _write(nb, folder / "students" / "renamed.ipynb")
     (folder / "students" / "readme.txt").write_text("not a notebook")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(_documented_command(), cwd=course, env=env, capture_output=True, text=True, timeout=900)
+    # a safety net against a hung run only: the grader's budgets are CPU time, so load changes no grade
+    done = subprocess.run(_documented_command(), cwd=course, env=env, capture_output=True, text=True, timeout=3600)
     assert done.returncode == 1, done.stderr  # 1: one file (readme.txt) could not be graded
     assert "graded 9 notebooks" in done.stderr and "1 file could not be graded" in done.stderr, done.stderr
     entries = json.loads((course / "gradebook.json").read_text(encoding="utf-8"))["submissions"]
@@ -596,20 +597,62 @@ def test_without_bwrap_the_grader_says_what_is_not_guaranteed(monkeypatch):
     import companion.grading.sandbox as sandbox_module
 
     monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: None)
+    if os.geteuid() == 0:  # no setpriv either: a student's code would run as root, which is refused
+        with pytest.raises(sandbox_module.SandboxRefused, match="refusing to run students' code as root"):
+            Sandbox.detect()
+        monkeypatch.setattr(Sandbox, "checked", lambda self: self)
     sandbox = Sandbox.detect()
     assert sandbox.kind == "none" and "bwrap" in sandbox.why_not
     assert sandbox.warning().startswith("warning: grading without a sandbox.")
     assert "NOT guaranteed" in sandbox.describe() and "other submissions included" in sandbox.describe()
+    # no unshare: said plainly, not "sockets are refused"
+    assert "NO network isolation" in sandbox.describe() and "a child process" in sandbox.describe()
     assert Sandbox.detect(enabled=False).why_not == "--no-sandbox was given"
 
 
+def test_no_sandbox_as_root_never_runs_student_code_as_root():
+    """Issue 30: --no-sandbox as root drops to an unprivileged user, or refuses where that user
+    could not run this Python."""
+    if os.geteuid() != 0:
+        pytest.skip("not root")
+    from companion.grading.sandbox import SandboxRefused, _unreachable, python_executable
+
+    if _unreachable(python_executable()):
+        with pytest.raises(SandboxRefused):
+            Sandbox.detect(enabled=False)
+        return
+    sandbox = Sandbox.detect(enabled=False).reserve(1)
+    try:
+        assert sandbox.root and "--reuid=" in " ".join(sandbox.wrap(["true"], 0, []))
+    finally:
+        release(sandbox)
+
+
 def test_without_the_sandbox_sockets_are_still_refused():
+    if os.geteuid() == 0:
+        pytest.skip("as root without a sandbox the kernel runs as another user (tested as an ordinary user in "
+                    "test_grade_attacks)")
     sk = StudentKernel([(0, KERNEL_CELLS[0]), (1, KERNEL_CELLS[1])], Sandbox.detect(enabled=False), 0, kernel_env())
     try:
         sk.run()
         assert "network access is disabled while grading" in sk.lookup("network")
     finally:
         sk.close()
+
+
+def test_only_what_the_kernel_needs_of_python_is_mounted():
+    """Issue 30: a pip.conf (with an index token) next to the environment is not in the sandbox."""
+    import sys
+
+    from companion.grading.sandbox import _python_paths
+
+    mounted = _python_paths()
+    for prefix in {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}:
+        if prefix.startswith("/usr"):
+            continue
+        conf = os.path.join(prefix, "pip.conf")
+        assert not any(conf == m or conf.startswith(m.rstrip("/") + "/") for m in mounted), mounted
+    assert any(m.endswith("/lib") for m in mounted)
 
 
 @pytest.mark.skipif(not (hasattr(os, "geteuid") and os.geteuid() == 0), reason="separate users need root")

@@ -509,3 +509,64 @@ def _cmdline(p: Path) -> bytes:
         return (p / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+# ------------------------------------------------------------------------------- issue 30
+def _kernel_dirs(tag: str) -> list[Path]:
+    found = []
+    for d in Path("/tmp").glob("course-grade-*"):
+        try:
+            if tag.encode() in (d / "in" / "submission.ipynb").read_bytes():
+                found.append(d)
+        except OSError:
+            pass
+    return found
+
+
+def test_sigterm_leaves_no_copy_cgroup_or_process_behind(tmp_path):
+    tag = f"sigterm-{os.getpid()}-{time.time_ns()}"
+    _write(_notebook(1, f"# {tag}\nimport time\ntime.sleep(600)"), tmp_path / "sleepy.ipynb")
+    proc = subprocess.Popen([sys.executable, "-m", "companion.grade", "sleepy.ipynb", "--out", "gb.csv", "--quiet"],
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not _kernel_dirs(tag) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    dirs = _kernel_dirs(tag)
+    assert dirs, proc.stderr.read().decode() if proc.poll() is not None else "no kernel started"
+    time.sleep(2)
+    proc.terminate()  # SIGTERM
+    proc.wait(timeout=120)
+    time.sleep(1)
+    assert _kernel_dirs(tag) == [] and not any(d.exists() for d in dirs)
+    cgroups = [p for base in (Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/pids")) if base.exists()
+               for p in base.glob(f"course-grade-*")]
+    alive = [p for p in Path("/proc").iterdir() if p.name.isdigit() and tag.encode() in _cmdline(p)]
+    assert alive == []
+    assert not [c for c in cgroups if (c / "cgroup.procs").exists() and (c / "cgroup.procs").read_text().strip()
+                and str(proc.pid) in c.name], cgroups
+
+
+def test_the_users_locks_are_in_a_private_folder_and_only_free_uids_are_taken(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("users of their own need root")
+    from companion.grading.sandbox import LOCKS, UID_BASE, release
+
+    planted = Path(f"/tmp/course-grade-uid-{UID_BASE}.lock")  # where earlier graders took them: ignored now
+    sleeper = subprocess.Popen(["setpriv", f"--reuid={UID_BASE}", f"--regid={UID_BASE}", "--clear-groups",
+                                "sleep", "60"])  # someone else's process of the first uid
+    try:
+        time.sleep(0.5)
+        reserved = SANDBOX.reserve(2)
+        try:
+            assert UID_BASE not in reserved.uids  # in use: not ours, never killed by our cleanup
+            info = os.lstat(LOCKS)
+            assert info.st_uid == 0 and info.st_mode & 0o077 == 0
+            reserved.kill_all(0)
+            assert sleeper.poll() is None
+        finally:
+            release(reserved)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not planted.exists() or planted.stat().st_uid == 0

@@ -245,6 +245,12 @@ def work(conn, path: bytes, chapter: dict, limits: Limits, sandbox: Sandbox, slo
     :data:`~companion.grading.session.PASSED_ON`, and ``PATH``)."""
     from companion.grading.session import PASSED_ON
 
+    import signal
+
+    def stop(signum, frame):  # the grader was stopped: end the kernel and remove its files first
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     keep = {k: os.environ[k] for k in (*PASSED_ON, "PATH") if k in os.environ}
     os.environ.clear()
     os.environ.update(keep)
