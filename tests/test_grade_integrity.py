@@ -158,7 +158,8 @@ def test_gradescope_results_and_bundle(runs, tmp_path):
     with zipfile.ZipFile(tmp_path / "autograder.zip") as z:
         assert sorted(z.namelist()) == ["run_autograder", "setup.sh"]
         run = z.read("run_autograder").decode()
-        assert "python -m companion.grade /autograder/submission" in run and "--gradescope /autograder/results/results.json" in run
+        assert 'python" -m companion.grade "$ROOT/submission"' in run and '--gradescope "$ROOT/results/results.json"' in run
+        assert 'ROOT="${AUTOGRADER_ROOT:-/autograder}"' in run
         assert all((z.getinfo(n).external_attr >> 16) & 0o111 for n in z.namelist())
 
 
@@ -229,3 +230,46 @@ def test_a_submission_swapped_for_a_link_is_never_read_through_it(tmp_path):
     data = sub.data
     _write(_notebook(1, RIGHT_DOT), folder / "mallory.ipynb")
     assert data is not None and b"return 0" in data
+
+
+def test_the_gradescope_bundle_installs_and_grades_in_a_clean_environment(tmp_path):
+    """Issue 30: setup.sh installs the distribution by its real name (with the grade extra) into a
+    new virtual environment of a Python >= 3.11, and run_autograder grades a submission there.
+    Offline: from this clone (COURSE_SOURCE), the dependencies taken from this environment
+    (COURSE_EXTRA_SITE), apt skipped. Gradescope's image itself cannot be tested here."""
+    import os
+    import subprocess
+    import sys
+    import sysconfig
+
+    from companion.grading.gradescope import DISTRIBUTION, bundle_files
+
+    root = Path(__file__).resolve().parents[1]
+    tomllib = __import__("tomllib")
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["name"] == DISTRIBUTION and "grade" in project["optional-dependencies"]
+    files = bundle_files()
+    assert f'"{DISTRIBUTION}[grade] @ $SOURCE"' in files["setup.sh"] and "companion[grade]" not in files["setup.sh"]
+    assert "python3.11" in files["setup.sh"] and "uv python install" in files["setup.sh"]
+    autograder = tmp_path / "autograder"
+    autograder.mkdir()
+    for name, text in files.items():
+        (autograder / name).write_text(text)
+        (autograder / name).chmod(0o755)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "AUTOGRADER_ROOT": str(autograder),
+           "COURSE_SKIP_APT": "1", "COURSE_PYTHON": os.path.join(os.path.realpath(sys.base_prefix), "bin", "python3"),
+           "COURSE_SOURCE": root.as_uri(), "COURSE_EXTRA_SITE": sysconfig.get_paths()["purelib"],
+           "COURSE_PIP_OPTIONS": "--quiet --no-index --no-deps --no-build-isolation", "TMPDIR": str(tmp_path)}
+    done = subprocess.run(["bash", str(autograder / "setup.sh")], env=env, capture_output=True, text=True, timeout=900,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    venv_python = autograder / "venv" / "bin" / "python"
+    where = subprocess.run([str(venv_python), "-c", "import companion, sys; print(companion.__file__); print(sys.version_info >= (3, 11))"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert str(autograder / "venv") in where.stdout and "True" in where.stdout, where
+    _write(_notebook(1, RIGHT_DOT), autograder / "submission" / "homework.ipynb")
+    done = subprocess.run(["bash", str(autograder / "run_autograder")], env=env, capture_output=True, text=True,
+                          timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((autograder / "results" / "results.json").read_text())
+    assert results["score"] == 1 and len(results["tests"]) == len(CHAPTERS[1].exercises), results

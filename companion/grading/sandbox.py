@@ -83,6 +83,12 @@ def _python_paths() -> list[str]:
             path = os.path.join(prefix, name)
             if os.path.exists(path):
                 paths.add(os.path.realpath(path) if os.path.islink(path) else path)
+    inside = tuple(p.rstrip("/") + "/" for p in paths)
+    for entry in sys.path:  # site folders a .pth file adds (dependencies installed elsewhere)
+        real = os.path.realpath(entry) if entry else ""
+        if real.endswith(("site-packages", "dist-packages")) and os.path.isdir(real) \
+                and not (real + "/").startswith(inside) and not real.startswith("/usr/"):
+            paths.add(real)
     return sorted(paths)
 
 
