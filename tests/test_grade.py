@@ -572,6 +572,8 @@ def train_step(model, optimizer, x, y):
     "def fill(t, items, table):\n    t.fill_(7.0)\n    items.append('new')\n    table['k'] = 1\n    return None",
     "def block(x, f, g):\n    return f(x) + g(x)",
     "def hang():\n    while True:\n        pass",
+    "import subprocess\nuserns = subprocess.run(['unshare', '--user', 'true'], capture_output=True).returncode\n"
+    "threads = __import__('threading').Thread(target=lambda: None)\nthreads.start()\nthreads.join()",
     "def make():\n    class Layer:\n        def __init__(self):\n            self.w = torch.ones(3)\n        def __call__(self, x):\n            return x * self.w\n    return Layer()",
 ]
 
@@ -661,6 +663,13 @@ def test_as_root_the_kernel_is_an_unprivileged_user_that_cannot_write_the_course
     assert sandbox.root and sandbox.kind == "bwrap"
     assert sk.lookup("uid") == sandbox.uids[0] != 0
     assert sk.lookup("writable") is False
+
+
+def test_the_kernel_cannot_make_a_user_namespace(kernel):
+    """Issue 30: nested user namespaces are refused, as root (seccomp) and as a user (--disable-userns);
+    threads still start (clone3 falls back to clone)."""
+    sk, _ = kernel
+    assert sk.lookup("userns") != 0
 
 
 def test_arguments_changed_in_place_are_copied_back(kernel):

@@ -201,8 +201,20 @@ class Kernel:
         )
         argv = [python_executable() if bwrap else sys.executable, "-m", "companion.grading.launch",
                 *sandbox.limits_argv(), "--", "-f", f"{inbox}/kernel.json", "--HistoryManager.enabled=False"]
+        pass_fds: tuple[int, ...] = ()
+        self._seccomp = None
+        if bwrap and sandbox.root:
+            from companion.grading.sandbox import no_userns_filter
+
+            program = no_userns_filter()
+            if program is not None:
+                read, write = os.pipe()
+                os.write(write, program)
+                os.close(write)
+                self._seccomp = read
+                pass_fds = (read,)
         if bwrap:
-            command = sandbox.wrap(argv, slot, binds, env=kernel_env, chdir=WORK)
+            command = sandbox.wrap(argv, slot, binds, env=kernel_env, chdir=WORK, seccomp_fd=self._seccomp)
             popen_env: dict[str, str] | None = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         else:
             command = sandbox.wrap(argv, slot, [])
@@ -213,8 +225,10 @@ class Kernel:
         self.log = open(self.dir / "kernel.log", "wb")
         self.proc = subprocess.Popen(
             command, cwd=cwd_host or "/", env=popen_env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-            start_new_session=True, preexec_fn=sandbox.preexec(self.cgroup), close_fds=True,
+            start_new_session=True, preexec_fn=sandbox.preexec(self.cgroup), close_fds=True, pass_fds=pass_fds,
         )
+        if self._seccomp is not None:
+            os.close(self._seccomp)
         self.over_quota = ""  # why the disk watchdog killed the kernel, once it has
         threading.Thread(target=self._watch_disk, name="course-grade-disk", daemon=True).start()
         self.client = BlockingKernelClient()
