@@ -570,3 +570,66 @@ def test_the_users_locks_are_in_a_private_folder_and_only_free_uids_are_taken(tm
         sleeper.kill()
         sleeper.wait()
     assert not planted.exists() or planted.stat().st_uid == 0
+
+
+def _deleted_but_open_notebook() -> list[tuple[int, str]]:
+    return [(0, "import os\nheld = []\nfor n in range(4):\n    f = open(f'/grader/out/hidden-{n}', 'wb')\n"
+                "    for _ in range(24):\n        f.write(b'\\0' * 2**20)\n        f.flush()\n"
+                "    os.unlink(f'/grader/out/hidden-{n}')\n    held.append(f)\n"
+                "os.makedirs('/grader/out/locked/deep')\nopen('/grader/out/locked/deep/x', 'wb').write(b'\\0' * 2**20)\n"
+                "os.chmod('/grader/out/locked', 0)\nimport time\ntime.sleep(30)"),
+            (1, "survived = True")]
+
+
+def _disk_attack(sandbox) -> tuple[list[str], bool]:
+    import dataclasses
+
+    from companion.grading.session import StudentKernel, kernel_env
+
+    small = dataclasses.replace(sandbox, disk_bytes=64 * 2**20)
+    sk = StudentKernel(_deleted_but_open_notebook(), small, 0, kernel_env(), Limits(notebook=60, cell=60))
+    before = set(Path("/tmp").glob("course-grade-*"))
+    try:
+        sk.run()
+        notes = list(sk.notes)
+    finally:
+        sk.close()
+    return notes, sorted(set(Path("/tmp").glob("course-grade-*")) - before)
+
+
+def test_deleted_but_open_files_and_unlistable_folders_count_against_the_disk_quota():
+    """Issue 30: 96 MiB in files deleted while held open, and a folder made unlistable, against a
+    quota of 64 MiB: the kernel is stopped, and nothing of it outlives grading."""
+    sandbox = SANDBOX.reserve(1)
+    try:
+        notes, left = _disk_attack(sandbox)
+    finally:
+        from companion.grading.sandbox import release
+
+        release(sandbox)
+    assert any("disk quota" in n for n in notes), notes
+    assert left == []
+
+
+def test_as_an_ordinary_user_deleted_and_unlistable_files_count_too(tmp_path, shared_tmp):
+    argv = _ordinary_user(tmp_path)
+    if argv is None:
+        pytest.skip("no ordinary user to grade as")
+    script = textwrap.dedent(f'''
+        import dataclasses, json, sys
+        from pathlib import Path
+        sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+        from test_grade_attacks import _disk_attack
+        from companion.grading.sandbox import Sandbox
+        sandbox = Sandbox.detect()
+        assert sandbox.kind == "bwrap", sandbox.why_not
+        notes, left = _disk_attack(sandbox.reserve(1))
+        print("RESULT" + json.dumps({{"notes": notes, "left": [str(p) for p in left]}}))
+    ''')
+    env_prefix = ["env", f"PYTHONPATH={ROOT}", f"HOME={shared_tmp}", "PATH=/usr/local/bin:/usr/bin:/bin"]
+    done = subprocess.run([*argv, *env_prefix, sys.executable, "-c", script], cwd=shared_tmp, capture_output=True,
+                          text=True, timeout=600)
+    assert "RESULT" in done.stdout, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT", 1)[1])
+    assert any("disk quota" in n for n in result["notes"]), result
+    assert result["left"] == []

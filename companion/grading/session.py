@@ -272,14 +272,45 @@ class Kernel:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def _open_files(self) -> int:
+        """Bytes of the files the kernel's processes hold open in its folder but that no folder lists
+        any more (deleted while open: still on the disk), by blocks."""
+        import stat as stat_module
+
+        total, seen = 0, set()
+        prefix = (str(self.dir) + "/", OUT + "/")  # as the host sees it, or as the sandbox does
+        for pid in _tree(self.proc.pid):
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if not (target.startswith(prefix) and target.endswith(" (deleted)")):
+                        continue
+                    info = os.stat(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if stat_module.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) not in seen:
+                    seen.add((info.st_dev, info.st_ino))
+                    total += max(info.st_size, info.st_blocks * 512)
+        return total
+
     def disk_used(self) -> tuple[int, int]:
         """Bytes and entries the kernel holds on the host's disk: everything in its folder but the
-        grader's requests (links are counted, never followed)."""
-        size = entries = 0
+        grader's requests (links are counted, never followed), files it deleted but holds open, and
+        folders it made unlistable (the grader, their owner or root, opens them again)."""
+        size, entries = self._open_files(), 0
         stack = [self.dir]
         while stack and entries <= self.sandbox.disk_entries:
+            folder = stack.pop()
             try:
-                with os.scandir(stack.pop()) as it:
+                os.chmod(folder, 0o700) if folder != self.dir and not os.access(folder, os.R_OK | os.X_OK) else None
+            except OSError:
+                pass
+            try:
+                with os.scandir(folder) as it:
                     for entry in it:
                         if entry.path == str(self.inbox):
                             continue
@@ -371,7 +402,7 @@ class Kernel:
         except Exception:
             pass
         self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        _remove_tree(self.dir)
 
     # -- execution
     def _drain_stdin(self, on_input: Callable[[str], str] | None = None) -> None:
@@ -830,6 +861,45 @@ class StudentKernel:
         self.raised.append(error)
         raise rebuild_exception(error)
 
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and every process below it."""
+    parents: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    data = f.read()
+                parents.setdefault(int(data[data.rfind(b")") + 2:].split()[1]), []).append(int(name))
+            except (OSError, IndexError, ValueError):
+                continue
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found.append(pid)
+            stack.extend(parents.get(pid, ()))
+    return found
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a kernel's folder entirely, folders it made unlistable or unwritable included."""
+    def opened(function, name, excinfo):
+        for target in (os.path.dirname(name), name):
+            try:
+                os.chmod(target, 0o700, follow_symlinks=False)
+            except (OSError, NotImplementedError):
+                pass
+        try:
+            if os.path.isdir(name) and not os.path.islink(name):
+                shutil.rmtree(name, onerror=opened)
+            else:
+                os.unlink(name)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=opened)
 
 
 def _graph_reply(facts: Any) -> dict | None:
