@@ -35,6 +35,7 @@ import itertools
 import os
 import pickle
 import socket
+import time
 import traceback
 import types
 from typing import Any
@@ -245,13 +246,15 @@ def _call(target: Any, args: tuple, kwargs: dict) -> tuple[Any, dict]:
     for key, a in tracked:
         if isinstance(a, torch.Tensor):
             versions[key] = (a._version, a.grad)
+    started = time.process_time()
     result, observation = rules.observe(target, *args, **kwargs)
+    spent = time.process_time() - started  # the student's function alone (the wire's work is the grader's)
     sync = []
     for key, a in tracked:
         change = _changes(a, versions.get(key))
         if change is not None:
             sync.append([key, *change])
-    return result, {"sync": sync, "observation": observation.to_json()}
+    return result, {"sync": sync, "observation": observation.to_json(), "cpu": spent}
 
 
 def graph_facts(value: Any, args: tuple, kwargs: dict, grad: Any) -> dict:

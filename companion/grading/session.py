@@ -230,6 +230,9 @@ class Kernel:
         if self._seccomp is not None:
             os.close(self._seccomp)
         self.over_quota = ""  # why the disk watchdog killed the kernel, once it has
+        self._tree_pids: list[int] = []
+        self._tree_at = 0.0
+        self._cpu_seen = 0.0
         threading.Thread(target=self._watch_disk, name="course-grade-disk", daemon=True).start()
         self.client = BlockingKernelClient()
         self.client.load_connection_file(str(conn))
@@ -301,7 +304,10 @@ class Kernel:
         """Bytes and entries the kernel holds on the host's disk: everything in its folder but the
         grader's requests (links are counted, never followed), files it deleted but holds open, and
         folders it made unlistable (the grader, their owner or root, opens them again)."""
-        size, entries = self._open_files(), 0
+        now = time.monotonic()
+        if now - getattr(self, "_open_at", 0.0) >= 2.0:  # a /proc walk: not at every look
+            self._open_bytes, self._open_at = self._open_files(), now
+        size, entries = getattr(self, "_open_bytes", 0), 0
         stack = [self.dir]
         while stack and entries <= self.sandbox.disk_entries:
             folder = stack.pop()
@@ -413,8 +419,22 @@ class Kernel:
                 self.client.input(on_input(prompt) if on_input else "")
 
     def cpu_seconds(self) -> float:
-        """CPU seconds the kernel and every process it started have used so far."""
-        return tree_cpu_seconds(self.proc.pid)
+        """CPU seconds the kernel and every process it started have used so far (the process tree
+        is found again every 2 s; in between only its processes' ``stat`` files are read)."""
+        now = time.monotonic()
+        if now - self._tree_at > 2.0 or not self._tree_pids:
+            self._tree_pids, self._tree_at = _tree(self.proc.pid), now
+        total = 0.0
+        for pid in self._tree_pids:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    data = f.read()
+                total += sum(int(x) for x in data[data.rfind(b")") + 2:].split()[11:15]) / _CLOCK_TICKS
+            except (OSError, ValueError):
+                continue
+        # a process that ended since: its time went to its parent's children times, or is gone
+        self._cpu_seen = max(self._cpu_seen, total)
+        return self._cpu_seen
 
     def execute(self, code: str, timeout: float, on_input: Callable[[str], str] | None = None,
                 wall: float | None = None) -> Reply:
@@ -518,7 +538,8 @@ class StudentKernel:
         self.deadline = float("inf")  # the notebook's wall-clock limit (against a hang only)
         self.cpu_spent = 0.0  # the kernel's CPU seconds on the notebook's cells, replays included
         self.exercise_cpu = 0.0  # the kernel's CPU seconds on the current exercise's calls
-        self.exercise_start_cpu = 0.0  # the grader's own CPU time when the exercise began
+        self.exercise_start_cpu = 0.0  # the grader's own CPU time (its main thread) when the exercise began
+        self.exercise_overhead = 0.0  # of which the wire's work (requests, replies): not the student's
         self.exercise_budget = float("inf")  # CPU seconds for the current exercise (kernel + checker)
 
     # -- kernel life
@@ -671,7 +692,8 @@ class StudentKernel:
         """Start the budget of one exercise's check: CPU seconds of the kernel's calls and of the
         grader's checker together, and a generous wall-clock limit against a hang."""
         self.exercise_cpu = 0.0
-        self.exercise_start_cpu = time.process_time()
+        self.exercise_overhead = 0.0
+        self.exercise_start_cpu = time.thread_time()
         self.exercise_budget = self.limits.exercise
         self.exercise_deadline = time.monotonic() + wall_limit(self.limits.exercise, self.limits)
 
@@ -679,7 +701,8 @@ class StudentKernel:
         self.exercise_budget = self.exercise_deadline = float("inf")
 
     def exercise_left(self) -> float:
-        return self.exercise_budget - self.exercise_cpu - (time.process_time() - self.exercise_start_cpu)
+        checker = time.thread_time() - self.exercise_start_cpu - self.exercise_overhead  # the checker's own work
+        return self.exercise_budget - self.exercise_cpu - max(checker, 0.0)
 
     def ensure_running(self) -> None:
         """Restart and replay if the kernel was lost (by a call that killed it); else raise."""
@@ -801,9 +824,9 @@ class StudentKernel:
             request.unlink(missing_ok=True)
             raise CallTimedOut(self.limits.exercise, killed=False)
         code = f"__import__('companion.grading.kernel', fromlist=['handle']).handle({request.name!r})"
+        overhead_start = time.thread_time()
         try:
             reply = kernel.execute(code, timeout, wall=wall)
-            self.exercise_cpu += reply.cpu
         except Timeout as exc:
             _unlink(reply_path)
             self.exercise_cpu += exc.seconds if not exc.wall else 0.0
@@ -830,6 +853,15 @@ class StudentKernel:
         if not isinstance(out, dict):
             raise HelperFailed("the reply is not a dict")
         self._stamp(out)
+        # The exercise's budget counts the student's function: the CPU time the kernel's helper
+        # measured around it, if it is plausible (at most what the kernel used in all), else all
+        # of it; the wire's own work, in the kernel and here, is the grader's.
+        reported = out.get("cpu")
+        spent = reply.cpu
+        if type(reported) is float and 0.0 <= reported <= reply.cpu + 0.05:
+            spent = reported
+        self.exercise_cpu += spent
+        self.exercise_overhead += time.thread_time() - overhead_start
         return out
 
     def _stamp(self, value: Any, depth: int = 0) -> None:

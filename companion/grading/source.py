@@ -155,7 +155,7 @@ class Notebook:
         todo = [(node, depth), *((m, depth) for m in made)]
         while todo:
             current, level = todo.pop()
-            reads = sorted({n.id for n in ast.walk(current) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)})
+            reads = sorted(_global_reads(current))
             for read in reads:
                 if read in seen:
                     continue
@@ -166,8 +166,9 @@ class Notebook:
                 text = self._text(*other)
                 if isinstance(other[1], (ast.Import, ast.ImportFrom)):
                     preamble.append(text)
-                elif level > 0 and isinstance(other[1], (ast.Assign, ast.AnnAssign)) and len(text) < 2000:
-                    preamble.append(text)  # sm = torch.softmax; F = torch.nn.functional
+                elif level > 0 and isinstance(other[1], (ast.Assign, ast.AnnAssign)) and len(text) < 2000 \
+                        and isinstance(other[1].value, (ast.Name, ast.Attribute)):
+                    preamble.append(text)  # an alias: sm = torch.softmax; F = torch.nn.functional
                     todo.append((other[1], level - 1))
         return "\n".join([*reversed(preamble), body])
 
@@ -182,6 +183,24 @@ class Notebook:
             if why:
                 return f"cell {index} {why}"
         return None
+
+
+def _global_reads(node: ast.AST) -> set[str]:
+    """The names ``node`` reads that are not its own locals (as ``LOAD_GLOBAL`` would show): for
+    a function or class, its parameters and the names it assigns are left out."""
+    reads = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        return reads
+    local = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+    local |= {a.arg for n in ast.walk(node) if isinstance(n, ast.arguments)
+              for a in [*n.posonlyargs, *n.args, *n.kwonlyargs, *([n.vararg] if n.vararg else []),
+                        *([n.kwarg] if n.kwarg else [])]}
+    local |= {n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+              and n is not node}
+    local |= {(a.asname or a.name.split(".")[0]) for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))
+              for a in n.names}
+    declared = {name for n in ast.walk(node) if isinstance(n, ast.Global) for name in n.names}
+    return reads - (local - declared)
 
 
 def _dotted(node: ast.AST) -> str | None:
