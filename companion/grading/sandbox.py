@@ -31,13 +31,16 @@ What the sandbox gives each kernel (:meth:`Sandbox.command` builds the ``bwrap``
   every page of the kernel and its children, shared memory included, and a pids limit.
 * **as root, an unprivileged user.** The grader starts ``bwrap`` as root (namespaces without a
   user namespace) and the kernel then drops to a user of its own (uid ``61000 + n``, no groups,
-  no capabilities, ``no_new_privs``), reserved for this grading run. As an ordinary user,
+  no capabilities, ``no_new_privs``, no user namespaces: :func:`no_userns_filter`), reserved for
+  this grading run (a uid with no account and no process, locked in :data:`LOCKS`). As an ordinary user,
   ``bwrap`` makes a user namespace in which the kernel keeps the instructor's uid, without any
   capability, and cannot make further user namespaces (``--disable-userns``).
 
 Where ``bwrap`` cannot run (not installed, or user namespaces disabled), the grader says so at
-the start and in the JSON file, and grades with what remains: internet sockets refused inside the
-kernel, a private folder, limits, and as root a separate user (see :meth:`Sandbox.describe`).
+the start and in the JSON file, and grades with what remains: a network namespace of its own
+through ``unshare`` where the machine allows one (else it says plainly that there is no network
+isolation), a private folder, limits, and as root a separate user, or a refusal where that user
+could not run Python (see :meth:`Sandbox.describe`, :meth:`Sandbox.checked`).
 """
 from __future__ import annotations
 
