@@ -273,3 +273,27 @@ def test_the_gradescope_bundle_installs_and_grades_in_a_clean_environment(tmp_pa
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((autograder / "results" / "results.json").read_text())
     assert results["score"] == 1 and len(results["tests"]) == len(CHAPTERS[1].exercises), results
+
+
+def test_forged_replies_with_many_type_names_cost_the_grader_no_lasting_memory():
+    """Issue 30: a reply naming 20,000 distinct types (objects or exceptions) leaves at most 256
+    classes behind in the grader (they grew its memory ninefold before)."""
+    import tracemalloc
+
+    from companion.grading import session, wire
+
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    structure = [{"$remote": {"type": f"Forged{i}", "module": "x", "why": "", "callable": False}} for i in range(20_000)]
+    values = wire.decode(structure, {})
+    assert type(values[-1]).__name__ == "Forged19999"
+    for i in range(2_000):
+        session.rebuild_exception({"type": f"ForgedError{i}", "mro": ["builtins.ValueError"], "message": "x"})
+    del values, structure
+    import gc
+
+    gc.collect()
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(wire._REMOTE_CLASSES) <= 256 and len(session._EXCEPTIONS) <= 256
+    assert grown < 8 * 2**20, grown
