@@ -579,7 +579,8 @@ def write_outputs(out: Path, feedback: Path, entries: list[dict], chapters, sand
     write_csv(out, entries, chapters)
     import companion
 
-    stable = [{k: v for k, v in e.items() if k not in TIMINGS} for e in entries]
+    stable = [{**{k: v for k, v in e.items() if k not in TIMINGS}, "exercises": [dict(ex) for ex in e["exercises"]]}
+              for e in entries]  # copies: the logs keep each exercise's seconds
     for e in stable:
         for ex in e["exercises"]:
             ex.pop("seconds", None)

@@ -423,8 +423,10 @@ def test_one_right_and_one_wrong_answer_get_exactly_their_points(graded):
 def test_printing_passed_or_monkeypatching_the_checkers_gains_nothing(graded):
     entry = graded["by_name"]["cheater.ipynb"]
     assert entry["total"] == 0, entry
-    assert _status(entry) == {"2.1": "not yet", "2.2": "not yet", "2.3": "not yet", "2.4": "not yet",
-                              "2.5": "not attempted"}
+    # it imports the checkers' core to monkeypatch it: a sign of tampering (issue 30), no points,
+    # with what the checks said still in the message
+    assert set(_status(entry).values()) == {"error"}
+    assert all("grader's machinery" in ex["message"] for ex in entry["exercises"])
     assert "you returned str" in entry["exercises"][2]["message"]
 
 
