@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import errno
 import json
 import math
 import multiprocessing
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from companion.grading import registry
+from companion.grading.sandbox import SandboxRefused
 from companion.grading.session import Limits, Sandbox, release
 
 NOTEBOOK_MAX_BYTES = 50 * 2**20
@@ -63,6 +65,7 @@ class Submission:
     result: dict | None = None
     seconds: float = 0.0
     warning: str | None = None  # graded, but the instructor should know (a wrong chapter stamp)
+    data: bytes | None = field(default=None, repr=False)  # the file's bytes, read once (graded from these)
 
 
 # ---------------------------------------------------------------------------- collecting
@@ -96,23 +99,57 @@ def collect(paths: list[str]) -> list[tuple[Path, str, str | None, str]]:
     return unique
 
 
+class _TooLarge(Exception):
+    pass
+
+
+def read_once(path: Path, limit: int = NOTEBOOK_MAX_BYTES) -> bytes:
+    """The bytes of a submitted file, opened once and never through a link (``O_NOFOLLOW``): a file
+    swapped for a link after it was collected is refused, and what is graded is what was read here."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if info.st_size > limit:
+            raise _TooLarge(info.st_size)
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:
+                raise _TooLarge(total)
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def inspect(path: Path, name: str, chapters: dict[int | str, registry.Chapter], chapter: int | str | None = None) -> Submission:
     """Read a file enough to know whether it can be graded, and as which chapter."""
     import nbformat
 
     sub = Submission(path, name)
     try:
-        size = path.stat().st_size
-        if size > NOTEBOOK_MAX_BYTES:
-            sub.problem = f"too large for a notebook ({size / 2**20:.0f} MB)"
-            return sub
-        raw = path.read_bytes()
-    except OSError as exc:
-        sub.problem = f"cannot be read ({exc.strerror})"
+        raw = read_once(path)
+    except _TooLarge as exc:
+        sub.problem = f"too large for a notebook ({exc.args[0] / 2**20:.0f} MB)"
         return sub
+    except OSError as exc:
+        sub.problem = (f"cannot be read ({exc.strerror})" if exc.errno != errno.ELOOP
+                       else "a link, not a file (not followed)")
+        return sub
+    sub.data = raw
     is_ipynb = path.suffix.lower() == ".ipynb"
     try:
         data = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        sub.problem = "a corrupted notebook: its JSON is nested too deeply"
+        return sub
     except (UnicodeDecodeError, ValueError) as exc:
         sub.problem = (f"a corrupted notebook: it is not valid JSON ({str(exc)[:80]})" if is_ipynb
                        else f"not a notebook (a {path.suffix or 'file without extension'} file; submit the .ipynb)")
@@ -233,11 +270,28 @@ def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int,
     free = list(range(jobs))
     running: dict[Any, tuple[Submission, Any, int, float]] = {}
     queue = list(todo)
+    try:
+        _run_queue(queue, running, free, ctx, limits, sandbox, progress)
+    finally:  # SIGTERM, Ctrl-C, a bug: every worker ends, closing its kernel (copies, cgroups) first
+        for sub, process, slot, _ in running.values():
+            if process.is_alive():
+                process.terminate()
+        for sub, process, slot, _ in running.values():
+            process.join(timeout=20)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
+            sandbox.kill_all(slot)
+
+
+def _run_queue(queue, running, free, ctx, limits, sandbox, progress) -> None:
+    from companion.grading import runner
+
     while queue or running:
         while queue and free:
             sub, slot = queue.pop(0), free.pop(0)
             receive, send = ctx.Pipe(duplex=False)
-            process = ctx.Process(target=runner.work, args=(send, str(sub.path), asdict(sub.chapter), limits, sandbox, slot), daemon=True)
+            process = ctx.Process(target=runner.work, args=(send, sub.data, asdict(sub.chapter), limits, sandbox, slot), daemon=True)
             with _without_main_module():
                 process.start()
             send.close()
@@ -277,13 +331,65 @@ def run_all(subs: list[Submission], limits: Limits, sandbox: Sandbox, jobs: int,
                 progress.update(1)
 
 
+class Terminated(SystemExit):
+    """SIGTERM: the grading stops, after every kernel and its files are cleaned up."""
+
+
+def _on_sigterm():
+    """Turn SIGTERM into an exception, so that cleanup runs (in the main thread only)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum, frame):
+        raise Terminated(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def _restore_sigterm(previous) -> None:
+    import signal
+    import threading
+
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
+
+
 def hard_cap(limits: Limits, exercises: int) -> float:
     """Seconds after which a submission's worker is killed, whatever it is doing: the notebook's
-    budget (its first run and every replay), each exercise's, and a minute per kernel start."""
-    return limits.notebook + limits.exercise * exercises + 60 * (limits.restarts + 1) + 30
+    budget (its first run and every replay), each exercise's twice (a time-out is graded once
+    more), a minute per kernel start; budgets are CPU time, so their wall-clock limits count."""
+    from companion.grading.session import wall_limit
+
+    return (wall_limit(limits.notebook, limits) + 2 * exercises * wall_limit(limits.exercise, limits)
+            + 60 * (limits.restarts + 1) + 30)
+
+
+def printable(text: Any) -> str:
+    """``text`` safe to write anywhere: a lone surrogate (a file name that is not UTF-8, a forged
+    message) as ``\\udcxx``, and control characters (terminal escapes included) as ``\\x1b``; line
+    breaks and tabs stay."""
+    text = text if isinstance(text, str) else str(text)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text) if not text.isprintable() else text
+
+
+def clean(value: Any) -> Any:
+    """Every string of a JSON-like value made :func:`printable` (keys included)."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {clean(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    return value
 
 
 def _say(message: str, progress: Any = None) -> None:
+    message = printable(message)
     if progress is not None:
         progress.write(message, file=sys.stderr)
     else:
@@ -311,7 +417,7 @@ def records(subs: list[Submission], points: dict[str, float]) -> list[dict]:
                          seconds_start=sub.result["seconds_start"], seconds_notebook=sub.result["seconds_notebook"],
                          seconds_checks=sub.result["seconds_checks"],
                          kernel_restarts=sub.result["restarts"], kernel_log=sub.result.get("kernel_log", ""))
-        out.append(entry)
+        out.append(clean(entry))
     return out
 
 
@@ -447,13 +553,25 @@ def file_names(entries: list[dict]) -> list[str]:
     return stems
 
 
+@contextlib.contextmanager
 def _create(path: Path, newline: str | None = None):
-    """Open ``path`` for writing text, replacing a file but never writing through a link."""
+    """Write ``path`` as text: into a new temporary file next to it, renamed over it once complete
+    (the previous file survives a crash; a link at ``path`` is replaced, never written through)."""
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink():
-        path.unlink()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    return open(fd, "w", encoding="utf-8", newline=newline)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)
+        with open(fd, "w", encoding="utf-8", newline=newline, errors="backslashreplace") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def write_outputs(out: Path, feedback: Path, entries: list[dict], chapters, sandbox: Sandbox, limits: Limits,
@@ -461,7 +579,8 @@ def write_outputs(out: Path, feedback: Path, entries: list[dict], chapters, sand
     write_csv(out, entries, chapters)
     import companion
 
-    stable = [{k: v for k, v in e.items() if k not in TIMINGS} for e in entries]
+    stable = [{**{k: v for k, v in e.items() if k not in TIMINGS}, "exercises": [dict(ex) for ex in e["exercises"]]}
+              for e in entries]  # copies: the logs keep each exercise's seconds
     for e in stable:
         for ex in e["exercises"]:
             ex.pop("seconds", None)
@@ -534,7 +653,12 @@ def grade(paths: list[str], options: Options | None = None, chapters: dict[int |
         print(sandbox.warning(), file=sys.stderr)
     subs = []
     for p, n, problem, student in collect(paths):
-        sub = Submission(p, n, problem=problem) if problem else inspect(p, n, chapters, options.chapter)
+        try:
+            sub = Submission(p, n, problem=problem) if problem else inspect(p, n, chapters, options.chapter)
+        except Exception as exc:  # noqa: BLE001 - one bad file never stops the others
+            sub = Submission(p, n, problem=f"could not be graded: {type(exc).__name__}: {str(exc)[:200]}")
+        except RecursionError:
+            sub = Submission(p, n, problem="could not be graded: nested too deeply")
         sub.student = student
         subs.append(sub)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -553,10 +677,12 @@ def grade(paths: list[str], options: Options | None = None, chapters: dict[int |
                 if progress is not None:
                     progress.update(1)
         reserved = sandbox.reserve(jobs)
+        previous = _on_sigterm()
         try:
             run_all(subs, options.limits, reserved, jobs, progress)
         finally:
             release(reserved)
+            _restore_sigterm(previous)
     finally:
         if progress is not None:
             progress.close()
@@ -579,10 +705,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chapter", type=_chapter_argument,
                         help="grade every notebook as this chapter: a number, or A for the appendix (default: recognize each)")
     parser.add_argument("--jobs", type=int, default=0, help="notebooks graded at once (default: the number of CPUs)")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds for all of a notebook's cells (default: 600)")
-    parser.add_argument("--cell-timeout", type=float, default=300, help="seconds for one cell (default: 300)")
-    parser.add_argument("--call-timeout", type=float, default=30, help="seconds for one call of a student's function (default: 30)")
-    parser.add_argument("--exercise-timeout", type=float, default=120, help="seconds for all calls of one exercise's check (default: 120)")
+    parser.add_argument("--timeout", type=float, default=600, help="CPU seconds for all of a notebook's cells (default: 600)")
+    parser.add_argument("--cell-timeout", type=float, default=300, help="CPU seconds for one cell (default: 300)")
+    parser.add_argument("--call-timeout", type=float, default=30, help="CPU seconds for one call of a student's function (default: 30)")
+    parser.add_argument("--exercise-timeout", type=float, default=120, help="CPU seconds for one exercise's check, the kernel's and the checker's (default: 120)")
+    parser.add_argument("--wall-factor", type=float, default=4.0,
+                        help="the time limits are CPU time of the kernel; this many times a limit (+30 s) of wall-clock "
+                             "time stops a kernel that hangs (default: 4)")
     parser.add_argument("--memory", type=float, default=8.0, help="GiB of memory per kernel (default: 8; 0: no limit)")
     parser.add_argument("--no-sandbox", action="store_true", help="grade without the bubblewrap sandbox (see the warning it prints)")
     parser.add_argument("--log-dir", type=Path, help="one log per submission here (default: the gradebook's name + -logs)")
@@ -606,7 +735,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 0:
         parser.error(f"--jobs must be >= 0, got {args.jobs}")
     limits = Limits(notebook=args.timeout, cell=min(args.cell_timeout, args.timeout), call=args.call_timeout,
-                    exercise=max(args.exercise_timeout, args.call_timeout))
+                    exercise=max(args.exercise_timeout, args.call_timeout), wall_factor=max(args.wall_factor, 1.0))
     options = Options(out=args.out, feedback=args.feedback, feedback_dir=args.feedback_dir, points=args.points,
                       chapter=args.chapter, jobs=args.jobs, limits=limits, sandbox=not args.no_sandbox,
                       memory_gib=args.memory or None, progress=not args.quiet, log_dir=args.log_dir,
@@ -614,7 +743,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     try:
         entries = grade(args.submissions, options)
-    except (PointsError, registry.RegistryError) as exc:
+    except (PointsError, registry.RegistryError, SandboxRefused) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     graded = [e for e in entries if not e["problem"]]

@@ -509,3 +509,127 @@ def _cmdline(p: Path) -> bytes:
         return (p / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+# ------------------------------------------------------------------------------- issue 30
+def _kernel_dirs(tag: str) -> list[Path]:
+    found = []
+    for d in Path("/tmp").glob("course-grade-*"):
+        try:
+            if tag.encode() in (d / "in" / "submission.ipynb").read_bytes():
+                found.append(d)
+        except OSError:
+            pass
+    return found
+
+
+def test_sigterm_leaves_no_copy_cgroup_or_process_behind(tmp_path):
+    tag = f"sigterm-{os.getpid()}-{time.time_ns()}"
+    _write(_notebook(1, f"# {tag}\nimport time\ntime.sleep(600)"), tmp_path / "sleepy.ipynb")
+    proc = subprocess.Popen([sys.executable, "-m", "companion.grade", "sleepy.ipynb", "--out", "gb.csv", "--quiet"],
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not _kernel_dirs(tag) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    dirs = _kernel_dirs(tag)
+    assert dirs, proc.stderr.read().decode() if proc.poll() is not None else "no kernel started"
+    time.sleep(2)
+    proc.terminate()  # SIGTERM
+    proc.wait(timeout=120)
+    time.sleep(1)
+    assert _kernel_dirs(tag) == [] and not any(d.exists() for d in dirs)
+    cgroups = [p for base in (Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/pids")) if base.exists()
+               for p in base.glob(f"course-grade-*")]
+    alive = [p for p in Path("/proc").iterdir() if p.name.isdigit() and tag.encode() in _cmdline(p)]
+    assert alive == []
+    assert not [c for c in cgroups if (c / "cgroup.procs").exists() and (c / "cgroup.procs").read_text().strip()
+                and str(proc.pid) in c.name], cgroups
+
+
+def test_the_users_locks_are_in_a_private_folder_and_only_free_uids_are_taken(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("users of their own need root")
+    from companion.grading.sandbox import LOCKS, UID_BASE, release
+
+    planted = Path(f"/tmp/course-grade-uid-{UID_BASE}.lock")  # where earlier graders took them: ignored now
+    sleeper = subprocess.Popen(["setpriv", f"--reuid={UID_BASE}", f"--regid={UID_BASE}", "--clear-groups",
+                                "sleep", "60"])  # someone else's process of the first uid
+    try:
+        time.sleep(0.5)
+        reserved = SANDBOX.reserve(2)
+        try:
+            assert UID_BASE not in reserved.uids  # in use: not ours, never killed by our cleanup
+            info = os.lstat(LOCKS)
+            assert info.st_uid == 0 and info.st_mode & 0o077 == 0
+            reserved.kill_all(0)
+            assert sleeper.poll() is None
+        finally:
+            release(reserved)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not planted.exists() or planted.stat().st_uid == 0
+
+
+def _deleted_but_open_notebook() -> list[tuple[int, str]]:
+    return [(0, "import os\nheld = []\nfor n in range(4):\n    f = open(f'/grader/out/hidden-{n}', 'wb')\n"
+                "    for _ in range(24):\n        f.write(b'\\0' * 2**20)\n        f.flush()\n"
+                "    os.unlink(f'/grader/out/hidden-{n}')\n    held.append(f)\n"
+                "os.makedirs('/grader/out/locked/deep')\nopen('/grader/out/locked/deep/x', 'wb').write(b'\\0' * 2**20)\n"
+                "os.chmod('/grader/out/locked', 0)\nimport time\ntime.sleep(30)"),
+            (1, "survived = True")]
+
+
+def _disk_attack(sandbox) -> tuple[list[str], bool]:
+    import dataclasses
+
+    from companion.grading.session import StudentKernel, kernel_env
+
+    small = dataclasses.replace(sandbox, disk_bytes=64 * 2**20)
+    sk = StudentKernel(_deleted_but_open_notebook(), small, 0, kernel_env(), Limits(notebook=60, cell=60))
+    before = set(Path("/tmp").glob("course-grade-*"))
+    try:
+        sk.run()
+        notes = list(sk.notes)
+    finally:
+        sk.close()
+    return notes, sorted(set(Path("/tmp").glob("course-grade-*")) - before)
+
+
+def test_deleted_but_open_files_and_unlistable_folders_count_against_the_disk_quota():
+    """Issue 30: 96 MiB in files deleted while held open, and a folder made unlistable, against a
+    quota of 64 MiB: the kernel is stopped, and nothing of it outlives grading."""
+    sandbox = SANDBOX.reserve(1)
+    try:
+        notes, left = _disk_attack(sandbox)
+    finally:
+        from companion.grading.sandbox import release
+
+        release(sandbox)
+    assert any("disk quota" in n for n in notes), notes
+    assert left == []
+
+
+def test_as_an_ordinary_user_deleted_and_unlistable_files_count_too(tmp_path, shared_tmp):
+    argv = _ordinary_user(tmp_path)
+    if argv is None:
+        pytest.skip("no ordinary user to grade as")
+    script = textwrap.dedent(f'''
+        import dataclasses, json, sys
+        from pathlib import Path
+        sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+        from test_grade_attacks import _disk_attack
+        from companion.grading.sandbox import Sandbox
+        sandbox = Sandbox.detect()
+        assert sandbox.kind == "bwrap", sandbox.why_not
+        notes, left = _disk_attack(sandbox.reserve(1))
+        print("RESULT" + json.dumps({{"notes": notes, "left": [str(p) for p in left]}}))
+    ''')
+    env_prefix = ["env", f"PYTHONPATH={ROOT}", f"HOME={shared_tmp}", "PATH=/usr/local/bin:/usr/bin:/bin"]
+    done = subprocess.run([*argv, *env_prefix, sys.executable, "-c", script], cwd=shared_tmp, capture_output=True,
+                          text=True, timeout=600)
+    assert "RESULT" in done.stdout, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT", 1)[1])
+    assert any("disk quota" in n for n in result["notes"]), result
+    assert result["left"] == []

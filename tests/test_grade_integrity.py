@@ -57,13 +57,14 @@ def runs(tmp_path_factory):
     # The kernel is seeded before the student's code: the first random number is torch's after seed 0.
     _write(_notebook(1, "import torch\nfirst = torch.rand(1).item()",
                      "def my_dot(a, b):\n    raise ValueError(f'FIRST={first!r}')"), folder / "seeded.ipynb")
-    # 12 s, then the kernel ends: the replay has only what is left of the 20 s.
-    _write(_notebook(1, "import time\ntime.sleep(12)", "import os\nos._exit(0)", RIGHT_DOT), folder / "slow_exit.ipynb")
+    # 6 s of CPU time, then the kernel ends: the replay has only what is left of the notebook's 10 s.
+    _write(_notebook(1, "import time\nt = time.process_time()\nwhile time.process_time() - t < 6:\n    pass",
+                     "import os\nos._exit(0)", RIGHT_DOT), folder / "slow_exit.ipynb")
     out = []
     for k in (1, 2):
         target = folder.parent / f"run{k}"
         options = Options(out=target / "gradebook.csv", feedback_dir=target / "feedback", jobs=2, progress=False,
-                          students_csv=target / "students.csv", limits=Limits(notebook=20, cell=20, call=10, exercise=20))
+                          students_csv=target / "students.csv", limits=Limits(notebook=10, cell=10, call=10, exercise=20))
         out.append({"entries": {Path(e["submission"]).name: e for e in grade([str(folder)], options)}, "dir": target})
     return out
 
@@ -109,9 +110,12 @@ def test_a_stamp_that_disagrees_with_the_content_is_warned_about_and_the_content
 
 
 def test_one_time_budget_covers_the_notebook_and_its_replays(runs):
-    entry = runs[0]["entries"]["slow_exit.ipynb"]
-    assert entry["seconds_notebook"] < 20 + 6, entry  # not 12 + a fresh 20
-    assert any("ran out" in n or "no time was left" in n for n in entry["notes"]), entry["notes"]
+    """The budget is CPU time of the kernel (6 s, then 6 more in the replay: past the 10 s), so that
+    the machine's load cannot change the outcome; the wall-clock time is reported, not asserted."""
+    for run in runs:
+        entry = run["entries"]["slow_exit.ipynb"]
+        assert any("ran out" in n or "no time was left" in n for n in entry["notes"]), entry["notes"]
+        print(f"slow_exit: {entry['seconds_notebook']} s of wall-clock time for the notebook")
 
 
 def test_the_kernel_is_seeded(runs):
@@ -154,5 +158,142 @@ def test_gradescope_results_and_bundle(runs, tmp_path):
     with zipfile.ZipFile(tmp_path / "autograder.zip") as z:
         assert sorted(z.namelist()) == ["run_autograder", "setup.sh"]
         run = z.read("run_autograder").decode()
-        assert "python -m companion.grade /autograder/submission" in run and "--gradescope /autograder/results/results.json" in run
+        assert 'python" -m companion.grade "$ROOT/submission"' in run and '--gradescope "$ROOT/results/results.json"' in run
+        assert 'ROOT="${AUTOGRADER_ROOT:-/autograder}"' in run
         assert all((z.getinfo(n).external_attr >> 16) & 0o111 for n in z.namelist())
+
+
+# ------------------------------------------------------------------------------- issue 30
+def test_one_bad_file_never_costs_the_class(tmp_path):
+    """A lone surrogate in an exception's message, a file name that is not UTF-8 and 200 kB of
+    nested brackets named .ipynb, graded next to a classmate: each is reported, the classmate gets
+    full marks, and every output is written (names with escapes)."""
+    import os
+
+    folder = tmp_path / "submissions"
+    _write(_notebook(1, RIGHT_DOT), folder / "bob.ipynb")
+    _write(_notebook(1, "def my_dot(a, b):\n    raise ValueError('broken \\udcff text \\x1b[31mred')"),
+           folder / "surrogate.ipynb")
+    (folder / "brackets.ipynb").write_text("[" * 100_000 + "]" * 100_000)
+    name = os.path.join(os.fsencode(folder), b"caf\xe9.ipynb")
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, (folder / "bob.ipynb").read_bytes())
+    os.close(fd)
+    out = tmp_path / "out" / "gradebook.csv"
+    entries = grade([str(folder)], Options(out=out, feedback_dir=tmp_path / "out" / "feedback", jobs=2, progress=False,
+                                           gradescope=None, limits=Limits(notebook=60, cell=30, call=10, exercise=30)))
+    by_name = {Path(e["submission"]).name: e for e in entries}
+    assert by_name["bob.ipynb"]["problem"] is None and by_name["bob.ipynb"]["total"] == 1  # my_dot, the one answer
+    assert "nested too deeply" in by_name["brackets.ipynb"]["problem"]
+    weird = by_name["caf\\udce9.ipynb"]
+    assert weird["problem"] is None and weird["total"] == 1, weird
+    broken = by_name["surrogate.ipynb"]["exercises"][0]
+    assert broken["status"] == "error" and "\\udcff" in broken["message"] and "\x1b" not in broken["message"]
+    document = json.loads((tmp_path / "out" / "gradebook.json").read_text(encoding="utf-8"))
+    assert len(document["submissions"]) == 4
+    text = "".join(p.read_text(encoding="utf-8") for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert "\x1b" not in text
+    assert len(list((tmp_path / "out" / "feedback").glob("*.md"))) == 4
+
+
+def test_the_previous_gradebook_survives_a_crash_while_writing(tmp_path):
+    from companion.grade import _create
+
+    path = tmp_path / "gradebook.json"
+    path.write_text("the previous run\n")
+    with pytest.raises(RuntimeError):
+        with _create(path) as f:
+            f.write("half of it")
+            raise RuntimeError("the disk is full")
+    assert path.read_text() == "the previous run\n" and [p.name for p in tmp_path.iterdir()] == ["gradebook.json"]
+
+
+def test_a_submission_swapped_for_a_link_is_never_read_through_it(tmp_path):
+    """Each file is opened once, without following a link; the grade comes from those bytes."""
+    import os
+
+    from companion.grade import collect, inspect
+
+    folder = tmp_path / "submissions"
+    _write(_notebook(1, WRONG_DOT), folder / "mallory.ipynb")
+    _write(_notebook(1, RIGHT_DOT), tmp_path / "instructor" / "solution.ipynb")
+    found = collect([str(folder)])
+    (folder / "mallory.ipynb").unlink()
+    os.symlink(tmp_path / "instructor" / "solution.ipynb", folder / "mallory.ipynb")  # after collection
+    path, name, problem, _ = found[0]
+    sub = inspect(path, name, CHAPTERS)
+    assert sub.problem == "a link, not a file (not followed)" and sub.data is None
+    # graded from the bytes read once: the file changing afterwards changes nothing
+    os.unlink(folder / "mallory.ipynb")
+    _write(_notebook(1, WRONG_DOT), folder / "mallory.ipynb")
+    sub = inspect(folder / "mallory.ipynb", "mallory.ipynb", CHAPTERS)
+    data = sub.data
+    _write(_notebook(1, RIGHT_DOT), folder / "mallory.ipynb")
+    assert data is not None and b"return 0" in data
+
+
+def test_the_gradescope_bundle_installs_and_grades_in_a_clean_environment(tmp_path):
+    """Issue 30: setup.sh installs the distribution by its real name (with the grade extra) into a
+    new virtual environment of a Python >= 3.11, and run_autograder grades a submission there.
+    Offline: from this clone (COURSE_SOURCE), the dependencies taken from this environment
+    (COURSE_EXTRA_SITE), apt skipped. Gradescope's image itself cannot be tested here."""
+    import os
+    import subprocess
+    import sys
+    import sysconfig
+
+    from companion.grading.gradescope import DISTRIBUTION, bundle_files
+
+    root = Path(__file__).resolve().parents[1]
+    tomllib = __import__("tomllib")
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["name"] == DISTRIBUTION and "grade" in project["optional-dependencies"]
+    files = bundle_files()
+    assert f'"{DISTRIBUTION}[grade] @ $SOURCE"' in files["setup.sh"] and "companion[grade]" not in files["setup.sh"]
+    assert "python3.11" in files["setup.sh"] and "uv python install" in files["setup.sh"]
+    autograder = tmp_path / "autograder"
+    autograder.mkdir()
+    for name, text in files.items():
+        (autograder / name).write_text(text)
+        (autograder / name).chmod(0o755)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "AUTOGRADER_ROOT": str(autograder),
+           "COURSE_SKIP_APT": "1", "COURSE_PYTHON": os.path.join(os.path.realpath(sys.base_prefix), "bin", "python3"),
+           "COURSE_SOURCE": root.as_uri(), "COURSE_EXTRA_SITE": sysconfig.get_paths()["purelib"],
+           "COURSE_PIP_OPTIONS": "--quiet --no-index --no-deps --no-build-isolation", "TMPDIR": str(tmp_path)}
+    done = subprocess.run(["bash", str(autograder / "setup.sh")], env=env, capture_output=True, text=True, timeout=900,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    venv_python = autograder / "venv" / "bin" / "python"
+    where = subprocess.run([str(venv_python), "-c", "import companion, sys; print(companion.__file__); print(sys.version_info >= (3, 11))"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert str(autograder / "venv") in where.stdout and "True" in where.stdout, where
+    _write(_notebook(1, RIGHT_DOT), autograder / "submission" / "homework.ipynb")
+    done = subprocess.run(["bash", str(autograder / "run_autograder")], env=env, capture_output=True, text=True,
+                          timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((autograder / "results" / "results.json").read_text())
+    assert results["score"] == 1 and len(results["tests"]) == len(CHAPTERS[1].exercises), results
+
+
+def test_forged_replies_with_many_type_names_cost_the_grader_no_lasting_memory():
+    """Issue 30: a reply naming 20,000 distinct types (objects or exceptions) leaves at most 256
+    classes behind in the grader (they grew its memory ninefold before)."""
+    import tracemalloc
+
+    from companion.grading import session, wire
+
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    structure = [{"$remote": {"type": f"Forged{i}", "module": "x", "why": "", "callable": False}} for i in range(20_000)]
+    values = wire.decode(structure, {})
+    assert type(values[-1]).__name__ == "Forged19999"
+    for i in range(2_000):
+        session.rebuild_exception({"type": f"ForgedError{i}", "mro": ["builtins.ValueError"], "message": "x"})
+    del values, structure
+    import gc
+
+    gc.collect()
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(wire._REMOTE_CLASSES) <= 256 and len(session._EXCEPTIONS) <= 256
+    assert grown < 8 * 2**20, grown

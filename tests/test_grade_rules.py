@@ -52,6 +52,75 @@ def my_softmax(x):
 }
 
 
+SOFTMAX_BY_HAND = """
+def my_softmax(x):
+    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+    return e / e.sum(dim=-1, keepdim=True)
+"""
+# Issue 30: answers whose values are right but whose result cannot train (the notebook refuses
+# them in require_graph: the grader must too), graded next to the cases above.
+GRAPH_CASES = {
+    "no_grad": ["import torch", "@torch.no_grad()" + SOFTMAX_BY_HAND],
+    "detached": ["import torch", SOFTMAX_BY_HAND + "\n_hand = my_softmax\ndef my_softmax(x):\n    return _hand(x).detach()\n"],
+}
+ATTENTION_NO_GRAD = """
+import math
+import torch
+
+def my_attention(Q, K, V):
+    with torch.no_grad():
+        w = torch.exp(Q @ K.T / math.sqrt(Q.shape[-1]))
+        return (w / w.sum(-1, keepdim=True)) @ V
+"""
+# Issue 30: a student who read the grader's source replaces the observer and the source reader
+# inside the kernel, so that the library's softmax goes unseen there.
+TAMPERED = ["import torch", """
+import companion.exercises.rules as r
+import companion.grading.kernel as k
+real = r.observe
+def quiet(fn, *args, **kwargs):
+    out, _ = real(fn, *args, **kwargs)
+    return out, r.Observation(frozenset(), frozenset())
+r.observe = quiet
+k.source = lambda fn, limit=200_000: "def my_softmax(x):\\n    return x"
+""", """
+def my_softmax(x):
+    return torch.softmax(x, dim=-1)
+"""]
+# The same, hidden from a scan of the code for the grader's names (a word split in two).
+TAMPERED_QUIETLY = ["import torch", """
+mod = __import__("companion.exer" + "cises.ru" + "les", fromlist=["x"])
+real = mod.Observation
+""", """
+def my_softmax(x):
+    return torch.softmax(x, dim=-1)
+"""]
+# Issue 30: a companion function behind a warm functools cache runs none of its module's code.
+CACHED_COMPANION = ["from companion.bpe import bytes_to_unicode as my_bytes_to_unicode", "my_bytes_to_unicode()"]
+# Issue 30: the book's 9.3 answer, detached and made to "require grad" again: right values, no gradient.
+S2S_DETACHED = """
+import math
+import torch
+from companion.positional import sinusoidal_encoding
+
+def my_seq2seq_forward(model, src, tgt):
+    c = model.config
+    keep = src != c.pad_id
+
+    def embed(table, ids):
+        P = sinusoidal_encoding(ids.shape[1], c.d_model)
+        return table(ids) * math.sqrt(c.d_model) + P
+
+    h = embed(model.src_emb, src)
+    for block in model.encoder.blocks:
+        h = block(h, key_mask=keep)
+    memory = model.encoder.norm(h)
+    g = embed(model.tgt_emb, tgt)
+    for block in model.decoder.blocks:
+        g = block(g, memory, is_causal=True, memory_key_mask=keep)
+    return model.head(model.decoder.norm(g)).detach().requires_grad_()
+"""
+
 CALLS_THE_MODEL = """
 def my_gpt_forward(model, idx):
     logits = model(idx)
@@ -59,24 +128,31 @@ def my_gpt_forward(model, idx):
 """
 
 
-def _notebook_verdict(cells: list[str]):
+def _notebook_verdict(cells: list[str], checker=attention_checks.stable_softmax, name: str = "my_softmax"):
     """What the check cell says in a notebook: the checker called on the function defined here."""
     namespace: dict = {"__name__": "notebook"}
     for source in cells:
         exec(compile(textwrap.dedent(source), "<IPY-INPUT>", "exec"), namespace)
-    return attention_checks.stable_softmax(namespace["my_softmax"])
+    return checker(namespace[name])
+
+
+def _write(folder: Path, name: str, chapter: int, cells: list[str]) -> None:
+    nb = new_notebook(cells=[new_code_cell(textwrap.dedent(c).strip()) for c in cells])
+    nb.metadata["course"] = {"chapter": chapter}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nbformat.write(nb, folder / f"{name}.ipynb")
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("rules") / "submissions"
     folder.mkdir()
-    for name, cells in CASES.items():
-        nb = new_notebook(cells=[new_code_cell(textwrap.dedent(c).strip()) for c in cells])
-        nb.metadata["course"] = {"chapter": 2}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            nbformat.write(nb, folder / f"{name}.ipynb")
+    for name, cells in {**CASES, **GRAPH_CASES, "tampered": TAMPERED, "tampered_quietly": TAMPERED_QUIETLY}.items():
+        _write(folder, name, 2, cells)
+    _write(folder, "attention_no_grad", 2, [ATTENTION_NO_GRAD])
+    _write(folder, "cached_companion", 11, CACHED_COMPANION)
+    _write(folder, "s2s_detached", 9, [S2S_DETACHED])
     # 7.2: the checker hands the student a model whose class counts its forward calls; the model
     # is rebuilt in the kernel from data, and the count comes back as data.
     nb = new_notebook(cells=[new_code_cell(CALLS_THE_MODEL)])
@@ -87,6 +163,9 @@ def graded(tmp_path_factory):
     entries = grade([str(folder)], Options(out=folder.parent / "gb.csv", jobs=2, progress=False,
                                            limits=Limits(notebook=120, cell=60, call=20, exercise=60)))
     out = {Path(e["submission"]).stem: e["exercises"][0] for e in entries}
+    for e in entries:
+        for x in e["exercises"]:
+            out[f"{Path(e['submission']).stem} {x['number']}"] = x
     exercises = next(e for e in entries if "calls_the_model" in e["submission"])["exercises"]
     out["calls_the_model"] = next(x for x in exercises if x["number"] == "7.2")  # the GPT's forward pass
     return out
@@ -120,3 +199,45 @@ def test_calling_the_model_itself_is_seen_in_grading_as_in_the_notebook(graded):
     got = graded["calls_the_model"]
     assert not verdict.passed and "you called the model itself" in verdict.message
     assert got["status"] == "not yet" and got["message"] == verdict.message, got
+
+
+# ------------------------------------------------------------------------------- issue 30
+@pytest.mark.parametrize("case", sorted(GRAPH_CASES))
+def test_an_answer_that_cuts_the_graph_fails_in_grading_as_in_the_notebook(graded, case):
+    verdict = _notebook_verdict(GRAPH_CASES[case])
+    assert not verdict.passed and "no gradient flows back" in verdict.message
+    got = graded[case]
+    assert got["status"] == "not yet" and got["message"] == verdict.message, got
+
+
+def test_attention_under_no_grad_fails_in_grading_as_in_the_notebook(graded):
+    verdict = _notebook_verdict([ATTENTION_NO_GRAD], attention_checks.attention, "my_attention")
+    got = graded["attention_no_grad 2.2"]
+    assert not verdict.passed and got["status"] == "not yet" and got["message"] == verdict.message, got
+
+
+def test_a_detached_forward_pass_fails_9_3_in_grading(graded):
+    from companion.exercises import seq2seq_model
+
+    verdict = _notebook_verdict([S2S_DETACHED], seq2seq_model.seq2seq_forward, "my_seq2seq_forward")
+    got = graded["s2s_detached 9.3"]
+    assert not verdict.passed
+    assert got["status"] == "not yet" and got["points"] == 0, got
+
+
+@pytest.mark.parametrize("case", ["tampered", "tampered_quietly"])
+def test_replacing_the_observer_in_the_kernel_earns_nothing(graded, case):
+    got = graded[case]
+    assert got["status"] != "passed" and got["points"] == 0, got
+    if case == "tampered":
+        assert "grader's machinery" in got["message"], got
+
+
+def test_a_cached_companion_function_is_the_companions(graded):
+    from companion.exercises import bpe
+
+    verdict = _notebook_verdict(CACHED_COMPANION, bpe.bytes_to_unicode, "my_bytes_to_unicode")
+    got = graded["cached_companion 11.3"]
+    assert not verdict.passed and "companion" in verdict.message
+    assert got["status"] == "not yet" and got["points"] == 0, got
+    assert "uses companion.bpe" in got["message"] and "the course's own implementation" in got["message"], got

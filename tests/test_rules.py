@@ -272,7 +272,9 @@ def test_is_remote():
     assert rules.is_remote(other)
 
 
-def test_require_graph_skips_remote_proxies():
+def test_require_graph_asks_remote_proxies_for_the_graph_facts():
+    """Issue 30: a grader's proxy no longer skips the check: the kernel reports the autograd facts
+    of the result (where its graph is); a proxy that reports none is a sign of tampering."""
     def detached(x):
         return x.detach() * 2
 
@@ -283,4 +285,17 @@ def test_require_graph_skips_remote_proxies():
 
     assert "no gradient flows" in check(detached).message
     detached.__course_remote__ = True
-    assert check(detached).passed
+    with pytest.raises(rules.Tampered):
+        check(detached)
+
+    def reporting(requires_grad, error=None):
+        def proxy(x):
+            rules.wanted_graph()["facts"] = {"tensor": True, "requires_grad": requires_grad,
+                                             "connected": requires_grad, "backward_error": error}
+            return x.detach() * 2
+        proxy.__course_remote__ = True
+        return proxy
+
+    assert "no gradient flows" in check(reporting(False)).message
+    assert "backpropagation through your function fails" in check(reporting(True, "modified by an inplace")).message
+    assert check(reporting(True)).passed

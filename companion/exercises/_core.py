@@ -706,13 +706,16 @@ def require_graph(fn: Callable[..., Any], args: tuple, *, grad: tuple[int, ...] 
     ``grad``: the positions of the arguments that get ``requires_grad`` (default: every float
     tensor); ``pick``: the tensor of the result to test (default: the result, or its first item).
     """
-    if rules.is_remote(fn):
-        return  # a grader's proxy: its result comes back as data, without the autograd graph
     grad = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()) \
         if grad is None else grad
     args = tuple(a.detach().clone().requires_grad_(i in grad) if isinstance(a, torch.Tensor) and i in grad
                  else a for i, a in enumerate(args))
-    out = fn(*args)
+    remote = rules.is_remote(fn)
+    if remote:  # a grader's proxy: the graph stays in the student's kernel, which reports its facts
+        with torch.enable_grad(), rules.graph_request(grad) as box:
+            out = fn(*args)
+    else:
+        out = fn(*args)
     out = pick(out) if pick else (out[0] if isinstance(out, (tuple, list)) and out else out)
     if not isinstance(out, torch.Tensor):
         return
@@ -720,6 +723,19 @@ def require_graph(fn: Callable[..., Any], args: tuple, *, grad: tuple[int, ...] 
     if len(dtypes) == 1 and out.dtype != next(iter(dtypes)):
         hint(f"the values are right, but the result has dtype {out.dtype} for inputs of dtype "
              f"{next(iter(dtypes))}: keep the inputs' dtype (no .float(), .double() or NumPy round trip).")
+    if remote:
+        facts = box.get("facts")
+        if not isinstance(facts, dict) or pick is not None:
+            raise rules.Tampered("the notebook's kernel sent no autograd facts for the result")
+        if facts.get("requires_grad") is not True:
+            hint("the values are right, but no gradient flows back to the inputs: torch.no_grad(), .detach(), "
+                 ".item(), .numpy() or torch.tensor(...) of a result cut the graph. Compute with torch operations on "
+                 "the tensors you are given, so that the result can be trained.")
+        if isinstance(facts.get("backward_error"), str):
+            hint("the values are right, but backpropagation through your function fails: an in-place operation "
+                 "(such as e /= s or x[...] = v) changed a tensor that autograd saved. Write e = e / s instead "
+                 f"({_text(facts['backward_error'], 90)}).")
+        return
     if not out.requires_grad:
         hint("the values are right, but no gradient flows back to the inputs: torch.no_grad(), .detach(), "
              ".item(), .numpy() or torch.tensor(...) of a result cut the graph. Compute with torch operations on "

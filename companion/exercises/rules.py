@@ -391,6 +391,37 @@ def source_of(fn: Any) -> str | None:
         return None
 
 
+class Tampered(BaseException):
+    """The grader's helper in the student's kernel did not answer as it must (the student's code
+    replaced it): the exercise gets no points. A ``BaseException``, so that no checker's
+    ``except Exception`` turns it into a hint."""
+
+
+_graph_local = threading.local()
+
+
+@contextlib.contextmanager
+def graph_request(grad: tuple[int, ...]) -> Iterator[dict]:
+    """Ask a grader's proxy called inside the block for the autograd facts of its result, computed
+    where the graph lives (in the student's kernel): ``box["facts"]`` is then a dict with
+    ``tensor`` (the result, or its first item, is a tensor), ``requires_grad``, ``connected``
+    (gradients reach the inputs at positions ``grad``, or a module argument's parameters) and
+    ``backward_error`` (the message of a failed backward pass, or None). Outside the grader the
+    box stays empty."""
+    box: dict = {"grad": tuple(grad)}
+    previous = getattr(_graph_local, "box", None)
+    _graph_local.box = box
+    try:
+        yield box
+    finally:
+        _graph_local.box = previous
+
+
+def wanted_graph() -> dict | None:
+    """The box of the innermost :func:`graph_request` (for the grader's proxies), or None."""
+    return getattr(_graph_local, "box", None)
+
+
 def is_remote(fn: Any) -> bool:
     """True for a grader's proxy of a function that runs in another process (it sets
     ``__course_remote__ = True``, or carries ``__course_source__``): its results come back as data,

@@ -30,6 +30,12 @@ How one submission is graded, and why each step is there:
    import line per global name it uses) is carried as ``__course_source__``. Each call and each
    exercise has a time limit.
 
+Nothing the kernel reports about itself earns points (:mod:`~companion.grading.source`): the
+source the rules read is parsed by the grader from the submitted file, the kernel's report only
+adds to it; ``require_graph`` gets the autograd facts computed where the graph is; a notebook whose
+code reaches for the grader's machinery gets no points. Budgets are CPU time of the kernel, with a
+generous wall-clock limit against a hang only (:func:`~companion.grading.session.wall_limit`).
+
 Hence the guarantee: what a notebook prints, and anything it redefines in its kernel (``check``,
 the checkers, the companion, ``torch``), decides nothing; only what its functions return, and
 what they do to their arguments, does; the rules are observed as in the notebook. And nothing a

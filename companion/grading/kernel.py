@@ -35,6 +35,7 @@ import itertools
 import os
 import pickle
 import socket
+import time
 import traceback
 import types
 from typing import Any
@@ -163,9 +164,24 @@ def handle(request_name: str) -> None:
         out = {"ok": False, "error": describe(exc)}
     out["recorders"] = sorted(_called)
     try:
-        wire.write_safe(reply_path, out, handle=_new_handle, params=_params_of(request))
+        wire.write_safe(reply_path, out, handle=_new_handle, params=_params_of(request), leaves=_leaves_of(request))
     except BaseException as exc:
         wire.write_safe(reply_path, {"ok": False, "error": describe(exc), "unsendable": True})
+
+
+def _leaves_of(request: dict) -> set[int] | None:
+    """The ids of a call's tensor arguments and of its module arguments' parameters (None: not a call)."""
+    import torch
+
+    if request.get("op") != "call":
+        return None
+    found: set[int] = set()
+    for a in [*request.get("args", ()), *request.get("kwargs", {}).values()]:
+        if isinstance(a, torch.Tensor):
+            found.add(id(a))
+        elif isinstance(a, torch.nn.Module):
+            found.update(id(p) for p in a.parameters())
+    return found
 
 
 def _params_of(request: dict) -> dict[int, list]:
@@ -190,7 +206,7 @@ def _dispatch(request: dict) -> tuple[Any, dict]:
         if request["name"] not in ns:
             raise _Missing
         value = ns[request["name"]]
-        return value, {"source": source(value)}
+        return value, {"source": source(value), "origin": _origin(value)}
     target = request["target"]
     if op == "call":
         import torch
@@ -206,6 +222,8 @@ def _dispatch(request: dict) -> tuple[Any, dict]:
                     param.grad = grads[name]
         value, extra = _call(target, args, kwargs)
         extra["rng"] = torch.get_rng_state()
+        if request.get("graph") is not None:
+            extra["graph"] = graph_facts(value, args, kwargs, request["graph"])
         return value, extra
     if op == "getattr":
         return getattr(target, request["name"]), {}
@@ -228,13 +246,44 @@ def _call(target: Any, args: tuple, kwargs: dict) -> tuple[Any, dict]:
     for key, a in tracked:
         if isinstance(a, torch.Tensor):
             versions[key] = (a._version, a.grad)
+    started = time.process_time()
     result, observation = rules.observe(target, *args, **kwargs)
+    spent = time.process_time() - started  # the student's function alone (the wire's work is the grader's)
     sync = []
     for key, a in tracked:
         change = _changes(a, versions.get(key))
         if change is not None:
             sync.append([key, *change])
-    return result, {"sync": sync, "observation": observation.to_json()}
+    return result, {"sync": sync, "observation": observation.to_json(), "cpu": spent}
+
+
+def graph_facts(value: Any, args: tuple, kwargs: dict, grad: Any) -> dict:
+    """What ``require_graph`` checks in a notebook, for the result of a call made here (where its
+    autograd graph is): a tensor? requiring a gradient? does a backward pass reach the inputs at
+    positions ``grad`` (and the parameters of module arguments), or does it fail?"""
+    import torch
+
+    out = value[0] if isinstance(value, (tuple, list)) and value else value
+    if not isinstance(out, torch.Tensor):
+        return {"tensor": False}
+    facts: dict = {"tensor": True, "requires_grad": bool(out.requires_grad), "connected": False,
+                   "backward_error": None}
+    if not out.requires_grad:
+        return facts
+    positions = {g for g in grad if type(g) is int} if isinstance(grad, (list, tuple)) else set()
+    inputs = [a for i, a in enumerate(args) if i in positions and isinstance(a, torch.Tensor) and a.requires_grad]
+    for a in [*args, *kwargs.values()]:
+        if isinstance(a, torch.nn.Module):
+            inputs += [p for p in a.parameters() if p.requires_grad]
+    if not inputs:
+        return facts
+    try:
+        weights = torch.linspace(0.5, 1.5, out.numel(), dtype=torch.float64).reshape(out.shape)
+        grads = torch.autograd.grad((out.double() * weights).sum(), inputs, allow_unused=True)
+        facts["connected"] = any(g is not None for g in grads)
+    except RuntimeError as exc:
+        facts["backward_error"] = str(exc)[:300]
+    return facts
 
 
 def _changes(a: Any, before: Any) -> tuple[str, Any] | None:
@@ -265,6 +314,18 @@ def _changes(a: Any, before: Any) -> tuple[str, Any] | None:
 
 
 # --------------------------------------------------------------------------------- sources
+def _origin(value: Any) -> str | None:
+    """The module a callable comes from, under its wrappers (a cached companion function is the
+    companion's, whatever its cache makes a call do)."""
+    try:
+        if not callable(value):
+            return None
+        module = getattr(inspect.unwrap(value), "__module__", None)
+        return module if isinstance(module, str) else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def source(fn: Any, limit: int = 200_000) -> str | None:
     """The source of the student's function (or callable object's class), preceded by an import
     line for each global name it uses that is a module or a module's function or class."""

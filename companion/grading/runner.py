@@ -13,13 +13,17 @@ import time
 import traceback
 import warnings
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
 
 import nbformat
 import numpy as np
 import torch
 
 from companion.exercises._core import HINT, INTERNAL, NOT_ATTEMPTED, PASSED, RAISED, Feedback
-from companion.grading import registry
+from companion.exercises import rules
+from companion.grading import registry, wire
+from companion.grading.source import Notebook
 from companion.grading.session import (
     MISSING,
     CallTimedOut,
@@ -86,17 +90,36 @@ def _feedback_line(number: str, status: str, message: str) -> str:
     return f"{icon} Exercise {number} {verb}: {message}"
 
 
+def merged_source(static: str | None, reported: Any) -> str | None:
+    """The source the rules read: the one the grader parsed from the file, with the import lines of
+    the kernel's own report added (a second signal: it can add facts, never hide one)."""
+    reported = reported if isinstance(reported, str) else None
+    if static is None:
+        return reported
+    if reported is None:
+        return static
+    extra = []
+    for line in reported.splitlines():
+        if not line.startswith(("import ", "from ")):
+            break
+        if line not in static.splitlines():
+            extra.append(line)
+    return "\n".join([*extra, static])
+
+
 def grade_exercise(sk: StudentKernel, chapter: registry.Chapter, ex: registry.Exercise, limits: Limits,
-                   cells: list[tuple[int, str]]) -> ExerciseResult:
+                   cells: list[tuple[int, str]], notebook: Notebook | None = None,
+                   tampered: str | None = None) -> ExerciseResult:
     """Run the grader's checker for one exercise against the student's definitions."""
     start = time.monotonic()
+    notebook = notebook if notebook is not None else Notebook(cells)
 
     def result(status: str, message: str, feedback: str | None = None) -> ExerciseResult:
         return ExerciseResult(ex.number, ex.title, status, message, feedback or _feedback_line(ex.number, status, message),
                               seconds=round(time.monotonic() - start, 2))
 
     checker = chapter.checker(ex)
-    sk.exercise_deadline = time.monotonic() + limits.exercise
+    sk.begin_exercise()
     sk.raised.clear()
     try:
         answers = []
@@ -104,13 +127,22 @@ def grade_exercise(sk: StudentKernel, chapter: registry.Chapter, ex: registry.Ex
             value = sk.lookup(name)
             if value is MISSING:
                 return _missing(name, ex, sk, cells, result)
+            if isinstance(value, wire.Remote):  # the rules read the file's source, not the kernel's word
+                own = object.__getattribute__(value, "__dict__")
+                text = merged_source(notebook.source_for(name), own.get("__course_source__"))
+                if text is not None:
+                    own["__course_source__"] = text[:200_000]
             answers.append(value)
         _seed()
         feedback = checker(*answers)
+    except rules.Tampered as exc:
+        return result("error", f"the grader's helper in your notebook's kernel did not answer as it must ({exc}): "
+                               "your code changed it, so this exercise gets no points.")
     except CallTimedOut as exc:
         names = ", ".join(f"`{n}`" for n in ex.names)
-        what = (f"{names} did not return within {limits.call:.0f} s (an endless loop?)" if exc.seconds >= limits.call - 0.5
-                else f"the checks of {names} ran past {limits.exercise:.0f} s in all")
+        what = (f"{names} did not return within {limits.call:.0f} s of CPU time (an endless loop?)"
+                if exc.seconds >= limits.call - 0.5 else
+                f"the checks of {names} used more than {limits.exercise:.0f} s of CPU time in all")
         return result("timed out", what + "; it was stopped.")
     except NoKernel:
         return result("error", "the notebook's kernel was lost too many times (see the notes): this exercise could not be checked.")
@@ -124,7 +156,7 @@ def grade_exercise(sk: StudentKernel, chapter: registry.Chapter, ex: registry.Ex
         return result("error", f"your notebook's kernel could not run the check (did the notebook change "
                                f"`torch`, `open` or `companion`?): {exc}")
     finally:
-        sk.exercise_deadline = float("inf")
+        sk.end_exercise()
     if not isinstance(feedback, Feedback) or feedback.exercise != ex.exercise:
         return result("error", f"the grader's checker returned {feedback!r} (a bug in the grader: please report it)")
     status = _FROM_FEEDBACK[feedback.status]
@@ -132,6 +164,10 @@ def grade_exercise(sk: StudentKernel, chapter: registry.Chapter, ex: registry.Ex
         feedback.message.startswith(f"your code raised {e.get('type')}:") for e in sk.raised)
     if status == "not yet" and raised:
         status = "error"
+    if tampered:
+        message = (f"your notebook reaches for the grader's machinery ({tampered}), which no answer needs: "
+                   f"this exercise gets no points. (The check said: {feedback.message})")
+        return result("error", message)
     return result(status, feedback.message, str(feedback).replace("\n   ", " "))
 
 
@@ -154,25 +190,38 @@ def _missing(name: str, ex: registry.Exercise, sk: StudentKernel, cells: list[tu
                                    + (" (that cell seems to be missing)." if not defining else "."))
 
 
-def grade_notebook(path: str, chapter: registry.Chapter, limits: Limits, sandbox: Sandbox, slot: int) -> dict:
-    """Grade one notebook of ``chapter``; plain data (see :class:`NotebookResult`)."""
+def grade_notebook(data: bytes, chapter: registry.Chapter, limits: Limits, sandbox: Sandbox, slot: int) -> dict:
+    """Grade one notebook of ``chapter``, from the bytes the grader read (once) from its file;
+    plain data (see :class:`NotebookResult`)."""
+    if isinstance(data, (str, os.PathLike)):  # a path: read once here, never through a link
+        from companion.grade import read_once
+
+        data = read_once(Path(data))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        nb = nbformat.read(path, as_version=4)
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
     calls = {re.sub(r"\s+", "", ex.call) for ex in chapter.exercises}
     cells = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
     to_run = [(i, src) for i, src in cells if not _is_check_cell(src, calls)]
     out = NotebookResult()
-    sk = StudentKernel(to_run, sandbox, slot, kernel_env(), limits, notebook=path)
+    sk = StudentKernel(to_run, sandbox, slot, kernel_env(), limits, notebook=data)
     try:
         start = time.monotonic()
         sk.run()
         out.seconds_start = round(sk.seconds_start, 2)
         out.seconds_notebook = round(time.monotonic() - start - sk.seconds_start, 2)
         start = time.monotonic()
+        parsed = Notebook(to_run)
+        tampered = parsed.tampering()
+        if tampered:
+            out.notes.append(f"{tampered}, which reaches for the grader's machinery: every exercise gets no points")
         for ex in chapter.exercises:
             try:
-                out.exercises.append(grade_exercise(sk, chapter, ex, limits, to_run))
+                graded = grade_exercise(sk, chapter, ex, limits, to_run, parsed, tampered)
+                if graded.status == "timed out":  # reported as such, and graded once more
+                    out.notes.append(f"exercise {ex.number} timed out ({graded.message}); it was graded once more")
+                    graded = grade_exercise(sk, chapter, ex, limits, to_run, parsed, tampered)
+                out.exercises.append(graded)
             except Exception as exc:  # a bug of the grader: keep grading the other exercises
                 out.exercises.append(ExerciseResult(ex.number, ex.title, "error", f"internal error of the grader: {exc!r}",
                                                     f"❌ Exercise {ex.number}: internal error of the grader"))
@@ -187,7 +236,7 @@ def grade_notebook(path: str, chapter: registry.Chapter, limits: Limits, sandbox
     return asdict(out)
 
 
-def work(conn, path: str, chapter: dict, limits: Limits, sandbox: Sandbox, slot: int) -> None:
+def work(conn, path: bytes, chapter: dict, limits: Limits, sandbox: Sandbox, slot: int) -> None:
     """A worker process: grade one notebook and send the plain-data result to the parent.
 
     It lives here, in an importable module, so that the fork server finds it whatever the
@@ -196,6 +245,12 @@ def work(conn, path: str, chapter: dict, limits: Limits, sandbox: Sandbox, slot:
     :data:`~companion.grading.session.PASSED_ON`, and ``PATH``)."""
     from companion.grading.session import PASSED_ON
 
+    import signal
+
+    def stop(signum, frame):  # the grader was stopped: end the kernel and remove its files first
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     keep = {k: os.environ[k] for k in (*PASSED_ON, "PATH") if k in os.environ}
     os.environ.clear()
     os.environ.update(keep)
@@ -205,6 +260,9 @@ def work(conn, path: str, chapter: dict, limits: Limits, sandbox: Sandbox, slot:
     try:
         result: dict = {"ok": True, **grade_notebook(path, registry.Chapter(**chapter, exercises=exercises), limits, sandbox, slot)}
     except BaseException as exc:  # the kernel did not start, the disk is full, ...
-        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    conn.send(result)
+        result = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+    try:
+        conn.send(result)
+    except BaseException as exc:  # noqa: BLE001 - a result that cannot be sent is still a result
+        conn.send({"ok": False, "error": f"the result could not be sent to the grader ({type(exc).__name__})"})
     conn.close()

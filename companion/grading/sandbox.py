@@ -31,13 +31,16 @@ What the sandbox gives each kernel (:meth:`Sandbox.command` builds the ``bwrap``
   every page of the kernel and its children, shared memory included, and a pids limit.
 * **as root, an unprivileged user.** The grader starts ``bwrap`` as root (namespaces without a
   user namespace) and the kernel then drops to a user of its own (uid ``61000 + n``, no groups,
-  no capabilities, ``no_new_privs``), reserved for this grading run. As an ordinary user,
+  no capabilities, ``no_new_privs``, no user namespaces: :func:`no_userns_filter`), reserved for
+  this grading run (a uid with no account and no process, locked in :data:`LOCKS`). As an ordinary user,
   ``bwrap`` makes a user namespace in which the kernel keeps the instructor's uid, without any
   capability, and cannot make further user namespaces (``--disable-userns``).
 
 Where ``bwrap`` cannot run (not installed, or user namespaces disabled), the grader says so at
-the start and in the JSON file, and grades with what remains: internet sockets refused inside the
-kernel, a private folder, limits, and as root a separate user (see :meth:`Sandbox.describe`).
+the start and in the JSON file, and grades with what remains: a network namespace of its own
+through ``unshare`` where the machine allows one (else it says plainly that there is no network
+isolation), a private folder, limits, and as root a separate user, or a refusal where that user
+could not run Python (see :meth:`Sandbox.describe`, :meth:`Sandbox.checked`).
 """
 from __future__ import annotations
 
@@ -71,9 +74,25 @@ def course_root() -> Path:
 
 
 def _python_paths() -> list[str]:
-    """The folders the kernel's Python needs, read-only: the installation and the environment."""
-    paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    return sorted(p for p in paths if p not in ("/", "/usr") and not p.startswith("/usr/"))
+    """What the kernel's Python needs of the installation and the environment, read-only: their
+    ``bin``, ``lib`` and ``lib64`` folders and ``pyvenv.cfg``, and nothing else of them (a
+    ``pip.conf`` with an index token next to them stays out of reach)."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    paths = set()
+    for prefix in prefixes:
+        if prefix in ("/", "/usr") or prefix.startswith("/usr/"):
+            continue
+        for name in ("bin", "lib", "lib64", "pyvenv.cfg"):
+            path = os.path.join(prefix, name)
+            if os.path.exists(path):
+                paths.add(os.path.realpath(path) if os.path.islink(path) else path)
+    inside = tuple(p.rstrip("/") + "/" for p in paths)
+    for entry in sys.path:  # site folders a .pth file adds (dependencies installed elsewhere)
+        real = os.path.realpath(entry) if entry else ""
+        if real.endswith(("site-packages", "dist-packages")) and os.path.isdir(real) \
+                and not (real + "/").startswith(inside) and not real.startswith("/usr/"):
+            paths.add(real)
+    return sorted(paths)
 
 
 def python_executable() -> str:
@@ -96,17 +115,32 @@ class Sandbox:
     cgroups: bool = False  # as root: one memory and pids cgroup per kernel
     uids: tuple[int, ...] = ()  # one user per job slot, reserved by this run (see reserve)
     bwrap: str = "bwrap"
+    netns: tuple[str, ...] = ()  # without bwrap: the `unshare` prefix that gives a kernel no network
+
+    def checked(self) -> "Sandbox":
+        """Without bwrap, as root: refuse unless the kernel can run as an unprivileged user."""
+        if self.kind == "none" and self.root:
+            if shutil.which("setpriv") is None:
+                raise SandboxRefused("refusing to run students' code as root without a sandbox: setpriv (util-linux) "
+                                     "is needed to run each kernel as an unprivileged user")
+            blocked = _unreachable(python_executable())
+            if blocked:
+                raise SandboxRefused(f"refusing to run students' code as root without a sandbox: an unprivileged user "
+                                     f"cannot reach this Python ({blocked} is closed to others); install the course "
+                                     "in a Python others can read, or install bubblewrap")
+        return self
 
     # ------------------------------------------------------------------ finding out
     @classmethod
     def detect(cls, enabled: bool = True, memory_gib: float | None = 8.0) -> "Sandbox":
         memory = int(memory_gib * 2**30) if memory_gib else None
         root = hasattr(os, "geteuid") and os.geteuid() == 0
-        if not enabled:
-            return cls("none", False, "--no-sandbox was given", memory)
+        if not enabled:  # as root, still a user of its own (never uid 0 for a student's code)
+            return cls("none", root, "--no-sandbox was given", memory, netns=_netns_prefix(root)).checked()
         bwrap = shutil.which("bwrap")
         if bwrap is None:
-            return cls("none", root, "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt install bubblewrap)", memory)
+            return cls("none", root, "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt install bubblewrap)", memory,
+                       netns=_netns_prefix(root)).checked()
         probe = cls("bwrap", root, memory_bytes=memory, bwrap=bwrap, uids=(UID_BASE,) if root else ())
         cgroups = root and _cgroups_writable()
         try:
@@ -117,7 +151,8 @@ class Sandbox:
             ok, error = False, str(exc)
         if not ok:
             return cls("none", root, f"bwrap could not make a sandbox here ({error[:200] or 'no reason given'}); "
-                                     "user namespaces may be disabled (kernel.unprivileged_userns_clone)", memory)
+                                     "user namespaces may be disabled (kernel.unprivileged_userns_clone)", memory,
+                       netns=_netns_prefix(root)).checked()
         return cls("bwrap", root, "", memory, cgroups=cgroups, bwrap=bwrap)
 
     def describe(self) -> str:
@@ -132,7 +167,10 @@ class Sandbox:
                     f"other process visible; cleared environment; at most {self.processes} processes; {memory}; "
                     f"{who}; every process ended with the kernel")
         who = "each kernel as its own unprivileged user" if self.root else "kernels run as the grading user"
-        return (f"NO SANDBOX ({self.why_not}): internet sockets are refused inside the kernel and each kernel "
+        network = ("no network (each kernel in a network namespace of its own, made with unshare)" if self.netns else
+                   "NO network isolation (unshare cannot make a network namespace here: Python's socket module is "
+                   "patched to refuse internet sockets, but a child process or a C extension can still connect)")
+        return (f"NO SANDBOX ({self.why_not}): {network}; each kernel "
                 f"starts in a private folder, with time, memory and disk limits; {who}. NOT guaranteed: "
                 "a kernel can read what that user can read (other submissions included), use Unix sockets, "
                 "and leave processes or files behind" + ("" if self.root else
@@ -149,19 +187,24 @@ class Sandbox:
         """This sandbox with ``slots`` users reserved for this run alone (as root).
 
         Two grading runs on one machine must never share a user. Each user is held through an
-        exclusive lock on ``/tmp/course-grade-uid-<uid>.lock`` (where earlier versions of the
-        grader take it too) until this process ends (or :func:`release`)."""
+        exclusive lock on ``<lock_folder()>/uid-<uid>.lock``, in a folder only root may write (not
+        the shared ``/tmp``, where anyone could plant a lock file), until this process ends (or
+        :func:`release`). Only a uid that no account has and no process runs as is taken: every
+        process of it is then this run's kernels', so cleanup kills nothing of anyone else's."""
         if not self.root:
             return self
         import fcntl
 
-        folder = "/tmp"
+        folder = lock_folder()
+        busy = _uids_in_use()
         uids: list[int] = []
         for uid in range(UID_BASE, UID_BASE + UID_COUNT):
             if len(uids) == slots:
                 break
+            if uid in busy or _uid_has_account(uid):  # someone else's user: never ours to kill
+                continue
             try:
-                fd = os.open(f"{folder}/course-grade-uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                fd = os.open(f"{folder}/uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             except OSError:
                 continue
             handle = os.fdopen(fd, "a")
@@ -185,15 +228,15 @@ class Sandbox:
 
     # ------------------------------------------------------------------ the command
     def wrap(self, argv: list[str], slot: int, binds: list[tuple[str, str, str]], env: dict[str, str] | None = None,
-             chdir: str | None = None) -> list[str]:
+             chdir: str | None = None, seccomp_fd: int | None = None) -> list[str]:
         """``argv`` run in the sandbox. ``binds``: ``(option, host path, path inside)`` with option
         ``--ro-bind`` or ``--bind``, for the kernel's own folders."""
         if self.kind != "bwrap":
             uid = self.uid(slot)
             if uid is None:
-                return list(argv)
-            return [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                    "--no-new-privs", *argv]
+                return [*self.netns, *argv]
+            return [*self.netns, shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}",
+                    "--clear-groups", "--no-new-privs", "--inh-caps=-all", *argv]
         cmd = [self.bwrap]
         if self.root:  # namespaces without a user namespace; the kernel drops to its user below
             cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
@@ -246,6 +289,8 @@ class Sandbox:
             made.add(inside)
         if chdir:
             cmd += ["--chdir", chdir]
+        if self.root and seccomp_fd is not None:  # no user namespaces inside (see no_userns_filter)
+            cmd += ["--seccomp", str(seccomp_fd)]
         uid = self.uid(slot)
         if uid is not None:
             cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", "/usr/bin/setpriv",
@@ -289,12 +334,111 @@ class Sandbox:
                 pass
 
 
+LOCKS = "/run/course-grade"
+
+
+def lock_folder(path: str = LOCKS) -> str:
+    """The private folder of the users' lock files: made by root, mode 0700, never a link; a folder
+    there of someone else's is refused."""
+    import stat
+
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise RuntimeError(f"{path} is not a private folder of the grader's (a link, another owner, or open to "
+                           "others): remove it, the grader makes it again")
+    return path
+
+
+def _uids_in_use() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                found.add(entry.stat().st_uid)
+            except OSError:
+                pass
+    return found
+
+
+def _uid_has_account(uid: int) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        return False
+
+
 def release(sandbox: Sandbox | None = None) -> None:
     """Give back the users ``sandbox`` reserved (all that this process reserved, by default)."""
     for uid in list(sandbox.uids if sandbox is not None else _held_locks):
         handle = _held_locks.pop(uid, None)
         if handle is not None:
             handle.close()
+
+
+def no_userns_filter() -> bytes | None:
+    """A seccomp program (classic BPF, for ``bwrap --seccomp``) that refuses new user namespaces:
+    ``unshare`` and ``clone`` with ``CLONE_NEWUSER`` fail with EPERM, and ``clone3`` (whose flags a
+    filter cannot read) with ENOSYS, on which the C library falls back to ``clone``. As root the
+    kernel's user is not in a user namespace of bwrap's, so ``--disable-userns`` cannot be used;
+    this does its work. x86-64 only (None elsewhere: the sandbox then says so)."""
+    import platform
+    import struct
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    program = [
+        (ld, 0, 0, 4),  # 0: the architecture
+        (jeq, 0, 6, 0xC000003E),  # 1: x86-64, else allow (8)
+        (ld, 0, 0, 0),  # 2: the system call's number
+        (jeq, 2, 0, 272),  # 3: unshare -> 6
+        (jeq, 1, 0, 56),  # 4: clone -> 6
+        (jeq, 4, 2, 435),  # 5: clone3 -> ENOSYS (10), else allow (8)
+        (ld, 0, 0, 16),  # 6: its first argument (the flags)
+        (jset, 1, 0, 0x10000000),  # 7: CLONE_NEWUSER -> EPERM (9)
+        (ret, 0, 0, allow),  # 8
+        (ret, 0, 0, eperm),  # 9
+        (ret, 0, 0, enosys),  # 10
+    ]
+    return b"".join(struct.pack("<HBBI", *op) for op in program)
+
+
+class SandboxRefused(RuntimeError):
+    """Grading here would run students' code with the grader's privileges: the grader refuses."""
+
+
+def _unreachable(path: str) -> str | None:
+    """The first folder on the way to ``path`` that others cannot enter (None: all can)."""
+    parts = Path(os.path.realpath(path)).parents
+    for folder in reversed(list(parts)):
+        try:
+            if not os.stat(folder).st_mode & 0o001:
+                return str(folder)
+        except OSError:
+            return str(folder)
+    return None
+
+
+def _netns_prefix(root: bool) -> tuple[str, ...]:
+    """The ``unshare`` command that runs a kernel in a network namespace of its own (a loopback,
+    no other interface), when this machine allows one; else ``()``."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return ()
+    prefix = (unshare, "--net", "--") if root else (unshare, "--user", "--map-current-user", "--net", "--")
+    try:
+        done = subprocess.run([*prefix, "/bin/true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return prefix if done.returncode == 0 else ()
 
 
 # ------------------------------------------------------------------------------- cgroups

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -74,12 +75,63 @@ class Reply:
     evalue: str = ""
     seconds: float = 0.0
     exit_requested: bool = False  # the code called exit() or quit(): the kernel is about to stop
+    cpu: float = 0.0  # CPU seconds the kernel (and its children) spent on it
 
 
 class Timeout(Exception):
-    def __init__(self, seconds: float, killed: bool):
+    """Past its budget: ``seconds`` of the kernel's CPU time (or, ``wall`` True, a hang past the
+    wall-clock limit)."""
+
+    def __init__(self, seconds: float, killed: bool, wall: bool = False):
         super().__init__(seconds, killed)
-        self.seconds, self.killed = seconds, killed
+        self.seconds, self.killed, self.wall = seconds, killed, wall
+
+
+def wall_limit(cpu_budget: float, limits: "Limits | None" = None) -> float:
+    """The wall-clock limit that goes with a budget of CPU seconds: generous, only against a hang
+    (a kernel that sleeps or waits uses no CPU time); load on the machine never comes near it."""
+    factor = limits.wall_factor if limits is not None else 4.0
+    return cpu_budget * factor + 30.0
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of process ``root`` and every process below it (those that ended
+    are counted in their parent's children times), from ``/proc``."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        fields = data[data.rfind(b")") + 2:].split()
+        try:
+            parents[int(name)] = int(fields[1])
+            times[int(name)] = sum(int(x) for x in fields[11:15]) / _CLOCK_TICKS
+        except (IndexError, ValueError):
+            continue
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    total, stack, seen = 0.0, [root], set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += times.get(pid, 0.0)
+        stack.extend(children.get(pid, ()))
+    return total
 
 
 class Kernel:
@@ -91,7 +143,7 @@ class Kernel:
 
     _run_ids = itertools.count(1)
 
-    def __init__(self, sandbox: Sandbox, slot: int, env: dict[str, str], notebook: str | None = None,
+    def __init__(self, sandbox: Sandbox, slot: int, env: dict[str, str], notebook: "str | bytes | None" = None,
                  startup_timeout: float = 120.0):
         self.sandbox, self.slot = sandbox, slot
         self.cgroup: Cgroup | None = None
@@ -125,7 +177,10 @@ class Kernel:
             cwd_host = None
             if notebook is not None:  # the kernel's own notebook, and no other
                 copy = self.inbox / "submission.ipynb"
-                shutil.copyfile(notebook, copy, follow_symlinks=False)
+                if isinstance(notebook, bytes):  # the bytes the grader read from the file, once
+                    copy.write_bytes(notebook)
+                else:
+                    shutil.copyfile(notebook, copy, follow_symlinks=False)
                 os.chmod(copy, 0o644)
                 binds.append(("--ro-bind", str(copy), f"{WORK}/submission.ipynb"))
         else:  # no sandbox: a private folder on the host
@@ -146,8 +201,20 @@ class Kernel:
         )
         argv = [python_executable() if bwrap else sys.executable, "-m", "companion.grading.launch",
                 *sandbox.limits_argv(), "--", "-f", f"{inbox}/kernel.json", "--HistoryManager.enabled=False"]
+        pass_fds: tuple[int, ...] = ()
+        self._seccomp = None
+        if bwrap and sandbox.root:
+            from companion.grading.sandbox import no_userns_filter
+
+            program = no_userns_filter()
+            if program is not None:
+                read, write = os.pipe()
+                os.write(write, program)
+                os.close(write)
+                self._seccomp = read
+                pass_fds = (read,)
         if bwrap:
-            command = sandbox.wrap(argv, slot, binds, env=kernel_env, chdir=WORK)
+            command = sandbox.wrap(argv, slot, binds, env=kernel_env, chdir=WORK, seccomp_fd=self._seccomp)
             popen_env: dict[str, str] | None = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         else:
             command = sandbox.wrap(argv, slot, [])
@@ -158,9 +225,14 @@ class Kernel:
         self.log = open(self.dir / "kernel.log", "wb")
         self.proc = subprocess.Popen(
             command, cwd=cwd_host or "/", env=popen_env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-            start_new_session=True, preexec_fn=sandbox.preexec(self.cgroup), close_fds=True,
+            start_new_session=True, preexec_fn=sandbox.preexec(self.cgroup), close_fds=True, pass_fds=pass_fds,
         )
+        if self._seccomp is not None:
+            os.close(self._seccomp)
         self.over_quota = ""  # why the disk watchdog killed the kernel, once it has
+        self._tree_pids: list[int] = []
+        self._tree_at = 0.0
+        self._cpu_seen = 0.0
         threading.Thread(target=self._watch_disk, name="course-grade-disk", daemon=True).start()
         self.client = BlockingKernelClient()
         self.client.load_connection_file(str(conn))
@@ -203,14 +275,48 @@ class Kernel:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def _open_files(self) -> int:
+        """Bytes of the files the kernel's processes hold open in its folder but that no folder lists
+        any more (deleted while open: still on the disk), by blocks."""
+        import stat as stat_module
+
+        total, seen = 0, set()
+        prefix = (str(self.dir) + "/", OUT + "/")  # as the host sees it, or as the sandbox does
+        for pid in _tree(self.proc.pid):
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if not (target.startswith(prefix) and target.endswith(" (deleted)")):
+                        continue
+                    info = os.stat(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if stat_module.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) not in seen:
+                    seen.add((info.st_dev, info.st_ino))
+                    total += max(info.st_size, info.st_blocks * 512)
+        return total
+
     def disk_used(self) -> tuple[int, int]:
         """Bytes and entries the kernel holds on the host's disk: everything in its folder but the
-        grader's requests (links are counted, never followed)."""
-        size = entries = 0
+        grader's requests (links are counted, never followed), files it deleted but holds open, and
+        folders it made unlistable (the grader, their owner or root, opens them again)."""
+        now = time.monotonic()
+        if now - getattr(self, "_open_at", 0.0) >= 2.0:  # a /proc walk: not at every look
+            self._open_bytes, self._open_at = self._open_files(), now
+        size, entries = getattr(self, "_open_bytes", 0), 0
         stack = [self.dir]
         while stack and entries <= self.sandbox.disk_entries:
+            folder = stack.pop()
             try:
-                with os.scandir(stack.pop()) as it:
+                os.chmod(folder, 0o700) if folder != self.dir and not os.access(folder, os.R_OK | os.X_OK) else None
+            except OSError:
+                pass
+            try:
+                with os.scandir(folder) as it:
                     for entry in it:
                         if entry.path == str(self.inbox):
                             continue
@@ -302,7 +408,7 @@ class Kernel:
         except Exception:
             pass
         self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        _remove_tree(self.dir)
 
     # -- execution
     def _drain_stdin(self, on_input: Callable[[str], str] | None = None) -> None:
@@ -312,24 +418,53 @@ class Kernel:
                 prompt = str(msg["content"].get("prompt", ""))
                 self.client.input(on_input(prompt) if on_input else "")
 
-    def execute(self, code: str, timeout: float, on_input: Callable[[str], str] | None = None) -> Reply:
-        """Run ``code``; raise :class:`Timeout` past ``timeout`` s, :class:`KernelDied` if it ends."""
+    def cpu_seconds(self) -> float:
+        """CPU seconds the kernel and every process it started have used so far (the process tree
+        is found again every 2 s; in between only its processes' ``stat`` files are read)."""
+        now = time.monotonic()
+        if now - self._tree_at > 2.0 or not self._tree_pids:
+            self._tree_pids, self._tree_at = _tree(self.proc.pid), now
+        total = 0.0
+        for pid in self._tree_pids:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    data = f.read()
+                total += sum(int(x) for x in data[data.rfind(b")") + 2:].split()[11:15]) / _CLOCK_TICKS
+            except (OSError, ValueError):
+                continue
+        # a process that ended since: its time went to its parent's children times, or is gone
+        self._cpu_seen = max(self._cpu_seen, total)
+        return self._cpu_seen
+
+    def execute(self, code: str, timeout: float, on_input: Callable[[str], str] | None = None,
+                wall: float | None = None) -> Reply:
+        """Run ``code``; raise :class:`Timeout` once it used ``timeout`` s of the kernel's CPU time
+        (or ran ``wall`` s of wall-clock time: a hang), :class:`KernelDied` if it ends."""
         if not self.alive():
             raise KernelDied(self.over_quota or "the kernel is not running")
         start = time.monotonic()
-        deadline = start + max(timeout, 0.0)
+        cpu0 = self.cpu_seconds()
+        budget = max(timeout, 0.0)
+        wall_deadline = start + (wall if wall is not None else wall_limit(budget))
         msg_id = self.client.execute(code, silent=False, store_history=False, allow_stdin=on_input is not None,
                                      stop_on_error=False)
         interrupted_at: float | None = None
+        by_wall = False
+        used = 0.0
+        checked = start
         while True:
             now = time.monotonic()
-            if interrupted_at is None and now >= deadline:
+            if interrupted_at is None and now - checked >= 0.25:
+                checked = now
+                used = self.cpu_seconds() - cpu0
+            if interrupted_at is None and (used >= budget or now >= wall_deadline):
+                by_wall = used < budget
                 self.interrupt()
                 interrupted_at = now
             if interrupted_at is not None and now >= interrupted_at + _GRACE:
                 self.kill()
-                raise Timeout(now - start, killed=True)
-            wait = (interrupted_at + _GRACE if interrupted_at is not None else deadline) - now
+                raise Timeout(max(used, budget) if not by_wall else now - start, killed=True, wall=by_wall)
+            wait = (interrupted_at + _GRACE - now) if interrupted_at is not None else 0.25
             self.poller.poll(max(1, int(min(wait, 0.25) * 1000)))
             self._drain_stdin(on_input)
             while self.client.shell_channel.msg_ready():
@@ -337,12 +472,14 @@ class Kernel:
                 if msg["parent_header"].get("msg_id") != msg_id:
                     continue
                 if interrupted_at is not None:
-                    raise Timeout(time.monotonic() - start, killed=False)
+                    raise Timeout(max(used, budget) if not by_wall else time.monotonic() - start, killed=False,
+                                  wall=by_wall)
                 content = msg["content"]
                 payload = content.get("payload") or []
                 leaving = any(isinstance(p, dict) and p.get("source") == "ask_exit" for p in payload)
                 return Reply(content.get("status", "error"), str(content.get("ename", "")),
-                             str(content.get("evalue", ""))[:2000], time.monotonic() - start, leaving)
+                             str(content.get("evalue", ""))[:2000], time.monotonic() - start, leaving,
+                             cpu=max(0.0, self.cpu_seconds() - cpu0))
             if not self.alive():
                 raise KernelDied(self.over_quota or f"the kernel stopped (exit code {self.proc.returncode})")
 
@@ -357,6 +494,10 @@ class Limits:
     call: float = 30.0  # one call of a student's function by a checker
     exercise: float = 120.0  # all calls of one exercise's check together
     restarts: int = 3  # kernel restarts (and notebook replays) per submission
+    #: Budgets are CPU seconds of the kernel (for a check, of the kernel and of the grader's checker
+    #: together), so that a busy machine changes no grade; ``wall_factor`` times a budget (+30 s) of
+    #: wall-clock time stops only a kernel that hangs without computing.
+    wall_factor: float = 4.0
 
 
 @dataclass
@@ -385,7 +526,7 @@ class StudentKernel:
     raised: list[dict] = field(default_factory=list)  # the student's exceptions seen by the proxies
     exercise_deadline: float = float("inf")
     seconds_start: float = 0.0  # starting the first kernel (not counted in the notebook's limit)
-    notebook: str | None = None  # the submission's file: a copy is all the kernel sees of it
+    notebook: "str | bytes | None" = None  # the submission's bytes (or file): a copy is all the kernel sees of it
     seed: int | None = 0  # random, NumPy and torch seeded in the kernel before the student's code
 
     def __post_init__(self) -> None:
@@ -394,7 +535,12 @@ class StudentKernel:
         self.recorders: dict[int, Any] = {}  # number -> a checker's watched function (_core.recording)
         self._requests = itertools.count(1)
         self.pickle_module = wire.make_pickle_module(self._remote_reduce, self._recorder_reduce)
-        self.deadline = float("inf")  # the notebook's time budget: its first run and every replay
+        self.deadline = float("inf")  # the notebook's wall-clock limit (against a hang only)
+        self.cpu_spent = 0.0  # the kernel's CPU seconds on the notebook's cells, replays included
+        self.exercise_cpu = 0.0  # the kernel's CPU seconds on the current exercise's calls
+        self.exercise_start_cpu = 0.0  # the grader's own CPU time (its main thread) when the exercise began
+        self.exercise_overhead = 0.0  # of which the wire's work (requests, replies): not the student's
+        self.exercise_budget = float("inf")  # CPU seconds for the current exercise (kernel + checker)
 
     # -- kernel life
     def _start(self) -> None:
@@ -415,39 +561,61 @@ class StudentKernel:
     def close(self) -> None:
         self._stop()
 
+    # -- the notebook's budget: CPU seconds of the kernel, first run and every replay together
+    def _notebook_left(self) -> float:
+        return self.limits.notebook - self.cpu_spent
+
+    def _notebook_over(self) -> bool:
+        return self._notebook_left() <= 0 or time.monotonic() >= self.deadline
+
+    def _execute_cell(self, source: str) -> Reply:
+        """One cell, within what is left of the cell's and the notebook's budgets."""
+        assert self.kernel is not None
+        budget = min(self.limits.cell, self._notebook_left())
+        wall = min(wall_limit(budget, self.limits), max(self.deadline - time.monotonic(), 0.0))
+        try:
+            reply = self.kernel.execute(source, budget, wall=wall)
+        except Timeout as exc:
+            self.cpu_spent += exc.seconds if not exc.wall else 0.0
+            raise
+        self.cpu_spent += reply.cpu
+        return reply
+
     def run(self) -> None:
         """Run every cell in order, within the limits (restarting where a cell kills the kernel)."""
         started = time.monotonic()
         self._start()
         self.seconds_start = time.monotonic() - started
-        deadline = self.deadline = time.monotonic() + self.limits.notebook  # the kernel's start does not count
+        # the kernel's start does not count; the wall limit only stops a notebook that hangs
+        self.deadline = time.monotonic() + wall_limit(self.limits.notebook, self.limits)
         position = 0
         while position < len(self.cells):
             index, source = self.cells[position]
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if self._notebook_over():
                 for i, _ in self.cells[position:]:
                     self.runs[i] = CellRun(i, "skipped")
-                self.notes.append(f"the notebook ran past its {self.limits.notebook:.0f} s limit: "
-                                  f"cells from {index} on were not run")
+                self.notes.append(f"the notebook used up its {self.limits.notebook:.0f} s of CPU time "
+                                  f"(or hung past its wall-clock limit): cells from {index} on were not run")
                 return
-            if not self._run_cell(index, source, min(self.limits.cell, remaining)):
-                if not self._restart(deadline):
+            if not self._run_cell(index, source):
+                if not self._restart():
                     for i, _ in self.cells[position + 1:]:
                         self.runs[i] = CellRun(i, "skipped")
                     return
             position += 1
 
-    def _run_cell(self, index: int, source: str, timeout: float) -> bool:
+    def _run_cell(self, index: int, source: str) -> bool:
         """Run one cell; False when the kernel is lost (the cell is then skipped from now on)."""
         assert self.kernel is not None
         start = time.monotonic()
+        limit = "cell" if self._notebook_left() >= self.limits.cell else "notebook"
         try:
-            reply = self.kernel.execute(source, timeout)
+            reply = self._execute_cell(source)
         except Timeout as exc:
-            limit = "cell" if timeout >= self.limits.cell else "notebook"
             self.runs[index] = CellRun(index, "timed out", seconds=exc.seconds)
-            self.notes.append(f"cell {index} ran past the {timeout:.0f} s {limit} time limit and was stopped"
+            what = ("hung past its wall-clock limit" if exc.wall else
+                    f"used more than the {limit}'s {min(self.limits.cell, self.limits.notebook) if limit == 'cell' else self.limits.notebook:.0f} s of CPU time")
+            self.notes.append(f"cell {index} {what} and was stopped"
                               + (" (it did not respond to an interrupt: the kernel was restarted without it)" if exc.killed else ""))
             if exc.killed:
                 self.poison.add(index)
@@ -470,18 +638,18 @@ class StudentKernel:
         self.done.append(index)
         return True
 
-    def _restart(self, deadline: float | None = None) -> bool:
+    def _restart(self) -> bool:
         """A fresh kernel with every cell run so far replayed (except the ones to blame), within
-        what is left of the notebook's time budget (replays get no fresh budget)."""
+        what is left of the notebook's budget (replays get no fresh budget)."""
         while True:
             self._stop()
             if self.restarts >= self.limits.restarts:
                 self.notes.append(f"the kernel was lost more than {self.limits.restarts} times: "
                                   "the rest of the notebook was not run")
                 return False
-            if time.monotonic() >= self.deadline:
-                self.notes.append(f"the kernel was lost after the notebook's {self.limits.notebook:.0f} s were "
-                                  "spent: no time was left to run it again")
+            if self._notebook_over():
+                self.notes.append(f"the kernel was lost after the notebook's {self.limits.notebook:.0f} s of CPU "
+                                  "time were spent: no time was left to run it again")
                 return False
             self.restarts += 1
             try:
@@ -493,22 +661,20 @@ class StudentKernel:
             sources = dict(self.cells)
             ok = True
             for index in [i for i in self.done if i not in self.poison]:
-                remaining = self.deadline - time.monotonic()
-                if remaining <= 0:
-                    self.notes.append(f"the notebook's {self.limits.notebook:.0f} s ran out while it was run again "
-                                      "after a restart")
+                if self._notebook_over():
+                    self.notes.append(f"the notebook's {self.limits.notebook:.0f} s of CPU time ran out while it "
+                                      "was run again after a restart")
                     self._stop()
                     return False
                 try:
-                    assert self.kernel is not None
-                    if self.kernel.execute(sources[index], min(self.limits.cell, remaining)).exit_requested:
+                    if self._execute_cell(sources[index]).exit_requested:
                         self.poison.add(index)
                         ok = False
                         break
                 except Timeout as exc:
-                    if time.monotonic() >= self.deadline:
-                        self.notes.append(f"the notebook's {self.limits.notebook:.0f} s ran out while it was run "
-                                          "again after a restart")
+                    if self._notebook_over():
+                        self.notes.append(f"the notebook's {self.limits.notebook:.0f} s of CPU time ran out while "
+                                          "it was run again after a restart")
                         self._stop()
                         return False
                     if exc.killed:
@@ -521,6 +687,22 @@ class StudentKernel:
                     break
             if ok:
                 return True
+
+    def begin_exercise(self) -> None:
+        """Start the budget of one exercise's check: CPU seconds of the kernel's calls and of the
+        grader's checker together, and a generous wall-clock limit against a hang."""
+        self.exercise_cpu = 0.0
+        self.exercise_overhead = 0.0
+        self.exercise_start_cpu = time.thread_time()
+        self.exercise_budget = self.limits.exercise
+        self.exercise_deadline = time.monotonic() + wall_limit(self.limits.exercise, self.limits)
+
+    def end_exercise(self) -> None:
+        self.exercise_budget = self.exercise_deadline = float("inf")
+
+    def exercise_left(self) -> float:
+        checker = time.thread_time() - self.exercise_start_cpu - self.exercise_overhead  # the checker's own work
+        return self.exercise_budget - self.exercise_cpu - max(checker, 0.0)
 
     def ensure_running(self) -> None:
         """Restart and replay if the kernel was lost (by a call that killed it); else raise."""
@@ -557,6 +739,10 @@ class StudentKernel:
             return MISSING
         value = self._result(reply, [], {})
         text = reply.get("source")
+        origin = reply.get("origin")
+        if isinstance(origin, str) and re.fullmatch(r"companion(\.\w+)+", origin) \
+                and not origin.startswith(("companion.exercises", "companion.grading")):
+            text = f"import {origin}\n" + (text if isinstance(text, str) else "")
         if isinstance(value, wire.Remote) and isinstance(text, str):
             object.__getattribute__(value, "__dict__")["__course_source__"] = text[:200_000]
         return value
@@ -591,7 +777,12 @@ class StudentKernel:
                 payload["grads"] = [[key, {n: q.grad for n, q in a.named_parameters() if q.grad is not None}]
                                     for key, a in [*enumerate(args), *kwargs.items()]
                                     if isinstance(a, torch.nn.Module) and any(q.grad is not None for q in a.parameters())]
+            box = rules.wanted_graph() if op == "call" else None
+            if box is not None:  # require_graph: the autograd facts, computed where the graph is
+                payload["graph"] = list(box["grad"])
             reply = self._request(op, target=obj, args=args, kwargs=kwargs, **payload)
+            if box is not None:
+                box["facts"] = _graph_reply(reply.get("graph"))
             rng = reply.get("rng")
             if op == "call" and isinstance(rng, torch.Tensor) and rng.dtype == torch.uint8:
                 try:
@@ -626,15 +817,19 @@ class StudentKernel:
         except Exception as exc:
             request.unlink(missing_ok=True)
             raise SendFailed(f"{type(exc).__name__}: {exc}") from None
-        timeout = min(self.limits.call, self.exercise_deadline - time.monotonic())
-        if timeout <= 0:
+        left = self.exercise_left()
+        timeout = min(self.limits.call, left)
+        wall = min(wall_limit(timeout, self.limits), self.exercise_deadline - time.monotonic())
+        if timeout <= 0 or wall <= 0:
             request.unlink(missing_ok=True)
             raise CallTimedOut(self.limits.exercise, killed=False)
         code = f"__import__('companion.grading.kernel', fromlist=['handle']).handle({request.name!r})"
+        overhead_start = time.thread_time()
         try:
-            reply = kernel.execute(code, timeout)
+            reply = kernel.execute(code, timeout, wall=wall)
         except Timeout as exc:
             _unlink(reply_path)
+            self.exercise_cpu += exc.seconds if not exc.wall else 0.0
             if exc.killed:
                 self._stop()
             raise CallTimedOut(exc.seconds, exc.killed) from None
@@ -658,6 +853,15 @@ class StudentKernel:
         if not isinstance(out, dict):
             raise HelperFailed("the reply is not a dict")
         self._stamp(out)
+        # The exercise's budget counts the student's function: the CPU time the kernel's helper
+        # measured around it, if it is plausible (at most what the kernel used in all), else all
+        # of it; the wire's own work, in the kernel and here, is the grader's.
+        reported = out.get("cpu")
+        spent = reply.cpu
+        if type(reported) is float and 0.0 <= reported <= reply.cpu + 0.05:
+            spent = reported
+        self.exercise_cpu += spent
+        self.exercise_overhead += time.thread_time() - overhead_start
         return out
 
     def _stamp(self, value: Any, depth: int = 0) -> None:
@@ -689,6 +893,60 @@ class StudentKernel:
         self.raised.append(error)
         raise rebuild_exception(error)
 
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and every process below it."""
+    parents: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    data = f.read()
+                parents.setdefault(int(data[data.rfind(b")") + 2:].split()[1]), []).append(int(name))
+            except (OSError, IndexError, ValueError):
+                continue
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found.append(pid)
+            stack.extend(parents.get(pid, ()))
+    return found
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a kernel's folder entirely, folders it made unlistable or unwritable included."""
+    def opened(function, name, excinfo):
+        for target in (os.path.dirname(name), name):
+            try:
+                os.chmod(target, 0o700, follow_symlinks=False)
+            except (OSError, NotImplementedError):
+                pass
+        try:
+            if os.path.isdir(name) and not os.path.islink(name):
+                shutil.rmtree(name, onerror=opened)
+            else:
+                os.unlink(name)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=opened)
+
+
+def _graph_reply(facts: Any) -> dict | None:
+    """The kernel's autograd facts, as plain checked data (None when malformed)."""
+    if not isinstance(facts, dict) or type(facts.get("tensor")) is not bool:
+        return None
+    out: dict = {"tensor": facts["tensor"]}
+    for key in ("requires_grad", "connected"):
+        if key in facts:
+            if type(facts[key]) is not bool:
+                return None
+            out[key] = facts[key]
+    error = facts.get("backward_error")
+    out["backward_error"] = error[:300] if isinstance(error, str) else None
+    return out
 
 
 def _unlink(path: Path) -> None:
@@ -736,10 +994,13 @@ def rebuild_exception(error: dict) -> Exception:
     if not issubclass(base, Exception) or base in (StopIteration, StopAsyncIteration):
         base = Exception  # SystemExit, KeyboardInterrupt, ... must not stop the grader
     key = (name, base.__name__)
-    if key not in _EXCEPTIONS:
-        _EXCEPTIONS[key] = type(name if name.isidentifier() else "StudentError", (base,),
-                                {"__str__": lambda self: self.args[0] if self.args else "", "__module__": "student"})
-    exc = _EXCEPTIONS[key](message)
+    kind = _EXCEPTIONS.pop(key, None) or type(name if name.isidentifier() else "StudentError", (base,),
+                                              {"__str__": lambda self: self.args[0] if self.args else "",
+                                               "__module__": "student"})
+    while len(_EXCEPTIONS) >= 256:  # a forged run of ever new names costs no lasting memory
+        _EXCEPTIONS.pop(next(iter(_EXCEPTIONS)))
+    _EXCEPTIONS[key] = kind
+    exc = kind(message)
     line = error.get("line")
     if isinstance(line, int) and 0 < line < 100_000:
         try:

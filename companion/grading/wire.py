@@ -54,8 +54,12 @@ class _TooLarge(Exception):
 class _Encoder:
     """Turns a value into (JSON-able structure, {name: tensor}); unknown objects become handles."""
 
-    def __init__(self, handle: Callable[[Any], int] | None, params: dict[int, list] | None = None):
+    def __init__(self, handle: Callable[[Any], int] | None, params: dict[int, list] | None = None,
+                 leaves: set[int] | None = None):
         self.handle = handle
+        # a call's inputs: a result's tensor "requires grad" when it carries a graph, or is one of
+        # them (a leaf made inside the call, x.detach().requires_grad_(), carries no gradient back)
+        self.leaves = leaves
         self.params = params or {}  # id of a parameter of the call's module arguments -> [argument, name]
         self.tensors: dict[str, torch.Tensor] = {}
         self.items = 0
@@ -108,7 +112,9 @@ class _Encoder:
                 if obj.is_sparse or obj.is_quantized or obj.is_meta or obj.is_nested:
                     return self._opaque(obj, "a sparse, quantized, meta or nested tensor")
                 name = self._tensor(obj)
-                return {"$tensor": name, "requires_grad": bool(obj.requires_grad)}
+                grad = bool(obj.requires_grad) and (self.leaves is None or obj.grad_fn is not None
+                                                    or id(obj) in self.leaves)
+                return {"$tensor": name, "requires_grad": grad}
             except _TooLarge as exc:
                 return self._opaque(obj, f"a tensor too large to send back ({exc.args[0] / 2**20:.0f} MB)")
             except Exception:
@@ -163,21 +169,21 @@ class _Encoder:
 
 
 def encode(obj: Any, handle: Callable[[Any], int] | None = None,
-           params: dict[int, list] | None = None) -> tuple[Any, dict[str, torch.Tensor]]:
+           params: dict[int, list] | None = None, leaves: set[int] | None = None) -> tuple[Any, dict[str, torch.Tensor]]:
     """``(structure, tensors)`` describing ``obj``; objects that are not plain data become
     ``{"$remote": {...}}``, with an ``id`` from ``handle(obj)`` when ``handle`` is given; a parameter
     of a module argument of the call (``params``: its id -> ``[argument, name]``) becomes
     ``{"$param": [argument, name]}``, which the grader reads as its own module's parameter."""
-    enc = _Encoder(handle, params)
+    enc = _Encoder(handle, params, leaves)
     return enc.encode(obj), enc.tensors
 
 
 def write_safe(path: str | os.PathLike, obj: Any, handle: Callable[[Any], int] | None = None,
-               params: dict[int, list] | None = None) -> None:
+               params: dict[int, list] | None = None, leaves: set[int] | None = None) -> None:
     """Write ``obj`` in the safe format (safetensors + JSON), for the grader to read."""
     from safetensors.torch import save_file
 
-    structure, tensors = encode(obj, handle, params)
+    structure, tensors = encode(obj, handle, params, leaves)
     text = json.dumps(structure, allow_nan=False)
     tmp = f"{path}.part"
     save_file(tensors, tmp, metadata={META_KEY: text})
@@ -265,12 +271,22 @@ del _name
 _REMOTE_CLASSES: dict[str, type] = {}
 
 
+_MAX_CLASSES = 256  # distinct type names remembered (a forged reply may name millions)
+
+
 def remote_class(type_name: str) -> type:
-    """The :class:`Remote` subclass named ``type_name`` (so ``type(x).__name__`` is the student's)."""
+    """The :class:`Remote` subclass named ``type_name`` (so ``type(x).__name__`` is the student's).
+
+    At most :data:`_MAX_CLASSES` names are kept: past that, a reply naming ever new types costs the
+    grader no memory that outlives it (the oldest class is forgotten, not the objects' names)."""
     name = type_name if type_name.isidentifier() else "object"
-    if name not in _REMOTE_CLASSES:
-        _REMOTE_CLASSES[name] = type(name, (Remote,), {"__slots__": (), "__module__": "student"})
-    return _REMOTE_CLASSES[name]
+    kind = _REMOTE_CLASSES.pop(name, None)
+    if kind is None:
+        kind = type(name, (Remote,), {"__slots__": (), "__module__": "student"})
+        while len(_REMOTE_CLASSES) >= _MAX_CLASSES:
+            _REMOTE_CLASSES.pop(next(iter(_REMOTE_CLASSES)))
+    _REMOTE_CLASSES[name] = kind
+    return kind
 
 
 _NAMED_TUPLES: dict[tuple, type] = {}
@@ -285,9 +301,11 @@ def named_tuple(name: str, fields: list[str]) -> type:
     ok = all(f.isidentifier() and not keyword.iskeyword(f) and not f.startswith("_") for f in fields)
     fields = fields if ok and len(set(fields)) == len(fields) else [f"field{i}" for i in range(len(fields))]
     key = (name, tuple(fields))
-    if key not in _NAMED_TUPLES:
-        _NAMED_TUPLES[key] = collections.namedtuple(name, fields)
-    return _NAMED_TUPLES[key]
+    kind = _NAMED_TUPLES.pop(key, None) or collections.namedtuple(name, fields)
+    while len(_NAMED_TUPLES) >= _MAX_CLASSES:
+        _NAMED_TUPLES.pop(next(iter(_NAMED_TUPLES)))
+    _NAMED_TUPLES[key] = kind
+    return kind
 
 
 def _dtype(name: Any) -> torch.dtype:
