@@ -1,4 +1,4 @@
-"""Mutation registry of exercise 9.7 (the wrong answers of tests/test_exercises_seq2seq_extra.py)."""
+"""Mutation registry of exercises 9.7 and 9.8 (the wrong answers of tests/test_exercises_seq2seq_extra.py)."""
 from __future__ import annotations
 
 import sys
@@ -7,11 +7,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mutation_harness import Exercise, Mutant, make_tests  # noqa: E402
-from test_exercises_seq2seq_extra import WRONG, right_find  # noqa: E402
+from test_exercises_seq2seq_extra import SMOOTHED_WRONG, WRONG, right_find, right_smoothed  # noqa: E402
 
 from companion.exercises import seq2seq_extra as check  # noqa: E402
 
-EXERCISES = [Exercise(check.next_chars, right_find, [Mutant(fn.__name__, fn, words) for fn, words in WRONG])]
+EXERCISES = [Exercise(check.next_chars, right_find, [Mutant(fn.__name__, fn, words) for fn, words in WRONG]),
+             Exercise(check.smoothed_loss, right_smoothed,
+                      [Mutant(words, fn, words) for fn, words in SMOOTHED_WRONG])]
 
 (test_reference_passes_and_enough_mutants, test_mutant_is_caught,
  test_specific_hints_name_their_mistake) = make_tests(EXERCISES)

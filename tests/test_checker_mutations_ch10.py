@@ -86,9 +86,40 @@ def _swap_first_letter_pair(line, g):  # draws the first letter, then swaps it w
     return swap_at(line, letters[int(torch.randint(len(letters), (1,), generator=g))])
 
 
+def _doubled_then_next(line, g):  # draws among letter pairs, equal ones too; an equal pair moves on to the next
+    pairs, letter = letter_pairs(line), letter_pairs(line, differ=False)
+    if not pairs:
+        raise ValueError("nothing to swap")
+    i = letter[int(torch.randint(len(letter), (1,), generator=g))]
+    return swap_at(line, next((p for p in pairs if p >= i), pairs[0]))
+
+
+def _doubled_redraw_once(line, g):  # an equal pair is drawn again once, then the first pair is taken
+    pairs, letter = letter_pairs(line), letter_pairs(line, differ=False)
+    if not pairs:
+        raise ValueError("nothing to swap")
+    for _ in range(2):
+        i = letter[int(torch.randint(len(letter), (1,), generator=g))]
+        if i in pairs:
+            return swap_at(line, i)
+    return swap_at(line, pairs[0])
+
+
+def _doubled_weighted(line, g):  # a pair next to a doubled letter is listed twice
+    pairs = letter_pairs(line)
+    if not pairs:
+        raise ValueError("nothing to swap")
+    listed = pairs + [i for i in pairs if (i > 0 and line[i - 1] == line[i])
+                      or (i + 2 < len(line) and line[i + 2] == line[i + 1])]
+    return swap_at(line, listed[int(torch.randint(len(listed), (1,), generator=g))])
+
+
 SWAP_EXTRA = [
+    Mutant("doubled letters drawn, then the next pair", _doubled_then_next, "not equally likely"),
+    Mutant("doubled letters drawn again once, then the first pair", _doubled_redraw_once, "not equally likely"),
+    Mutant("pairs next to a doubled letter listed twice", _doubled_weighted, "not equally likely"),
     Mutant("only capital letters", _swap_upper_only),
-    Mutant("a letter and whatever follows it", _swap_first_letter_pair, "came back unchanged"),
+    Mutant("a letter and whatever follows it", _swap_first_letter_pair, "swap two LETTERS"),
     Mutant("returns None", lambda line, g: None, "return the new line as a str"),
     Mutant("returns bytes", lambda line, g: right_swap(line, g).encode(), "return the new line as a str"),
     Mutant("reversed line", lambda line, g: line[::-1]),

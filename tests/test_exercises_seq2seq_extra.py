@@ -217,8 +217,8 @@ def test_the_chapter_module_serves_every_exercise_of_chapter_9():
             assert name in check.__all__
     assert check.next_chars.exercise == "Exercise 9.7"
     numbers = sorted(getattr(check, name).exercise for name in check.__all__)
-    assert numbers == [f"Exercise 9.{k}" for k in range(1, 8)]
-    assert check.__all__[-1] == "next_chars"
+    assert numbers == [f"Exercise 9.{k}" for k in range(1, 9)]
+    assert check.__all__[-2:] == ["next_chars", "smoothed_loss"]
 
 
 # ------------------------------------------------------------------ companion.translation.next_characters
@@ -250,3 +250,128 @@ def test_next_characters_finds_the_prefix_clash_of_chapter_9():
 def test_next_characters_rejects_bad_input_clearly(texts, prefix, error, words):
     with pytest.raises(error, match=re.escape(words)):
         next_characters(texts, prefix)
+
+
+# ------------------------------------------------------------------------------- Exercise 9.8
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def right_smoothed(logits, targets, pad_id, eps):
+    V = logits.shape[-1]
+    logp = logits.log_softmax(-1)  # (B, T, V)
+    q = torch.full_like(logp, eps / (V - 1))
+    q[..., pad_id] = 0
+    q = q + (1 - eps) * F.one_hot(targets, V).to(logp.dtype)
+    per = -(q * logp).sum(-1)  # (B, T)
+    return per[targets != pad_id].mean()
+
+
+def _right_loop(logits, targets, pad_id, eps):  # another right answer: position by position
+    B, T, V = logits.shape
+    total, n = logits.new_zeros(()), 0
+    for b in range(B):
+        for t in range(T):
+            y = int(targets[b, t])
+            if y == pad_id:
+                continue
+            logp = logits[b, t].log_softmax(-1)
+            keep = torch.arange(V) != pad_id
+            total = total - (1 - eps) * logp[y] - eps / (V - 1) * logp[keep].sum()
+            n += 1
+    return total / n
+
+
+def _smoothed_wrong(**options):
+    def wrong(logits, targets, pad_id, eps):
+        return check._smoothed(logits, targets, pad_id, eps, **options)
+    return wrong
+
+
+def _torch_smoothing(logits, targets, pad_id, eps):
+    V = logits.shape[-1]
+    return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=pad_id, label_smoothing=eps)
+
+
+def _unstable(logits, targets, pad_id, eps):
+    V = logits.shape[-1]
+    logp = logits.softmax(-1).log()
+    q = torch.full_like(logp, eps / (V - 1))
+    q[..., pad_id] = 0
+    q = q + (1 - eps) * F.one_hot(targets, V).to(logp.dtype)
+    return (-(q * logp).sum(-1))[targets != pad_id].mean()
+
+
+def _float32(logits, targets, pad_id, eps):
+    return right_smoothed(logits.float(), targets, pad_id, eps)
+
+
+def _in_place(logits, targets, pad_id, eps):
+    targets[targets == pad_id] = pad_id  # harmless, but then the mask is changed in place:
+    out = right_smoothed(logits, targets, pad_id, eps)
+    logits.zero_() if not logits.requires_grad else None
+    return out
+
+
+SMOOTHED_WRONG = [
+    (_smoothed_wrong(spread="all"), "the padding token too"),
+    (_smoothed_wrong(spread="not target"), "V - 2 tokens"),
+    (_smoothed_wrong(spread="none"), "no smoothing"),
+    (_smoothed_wrong(mean="all"), "padding included"),
+    (_smoothed_wrong(mean="sum"), "take their mean"),
+    (_smoothed_wrong(mean="rows"), "then the rows"),
+    (lambda l, t, p, e: -right_smoothed(l, t, p, e), "the sign is wrong"),
+    (_torch_smoothing, "not to call"),
+    (_unstable, "log_softmax"),
+    (_float32, "precision"),
+    (_in_place, "in place"),
+    (lambda l, t, p, e: float(right_smoothed(l, t, p, e)), "return a scalar tensor"),
+    (lambda l, t, p, e: right_smoothed(l, t, p, e).detach(), "gradient"),
+]
+
+
+def test_smoothed_reference_is_pytorchs_loss_with_eps_over_the_non_padding_tokens():
+    """Independent of the checker: the checker's spread='all' variant IS F.cross_entropy's label
+    smoothing, and the text's loss equals a position-by-position loop."""
+    g = torch.Generator().manual_seed(0)
+    for B, T, V, pad_id, eps in ((2, 5, 7, 0, 0.1), (1, 1, 3, 2, 0.3), (3, 4, 11, 5, 0.0)):
+        logits = torch.randn(B, T, V, generator=g, dtype=torch.float64)
+        targets = torch.randint(V, (B, T), generator=g)
+        targets[0, 0] = (pad_id + 1) % V
+        torch.testing.assert_close(check._smoothed(logits, targets, pad_id, eps, spread="all"),
+                                   _torch_smoothing(logits, targets, pad_id, eps))
+        torch.testing.assert_close(check._smoothed(logits, targets, pad_id, eps),
+                                   _right_loop(logits, targets, pad_id, eps))
+
+
+def test_pytorchs_label_smoothing_puts_mass_on_the_padding_token():
+    """The target a loss implies is softmax - gradient (per position): PyTorch's gives pad_id eps / V."""
+    V, pad_id, eps = 6, 0, 0.1
+    logits = torch.zeros(1, 1, V, dtype=torch.float64, requires_grad=True)
+    targets = torch.tensor([[3]])
+    _torch_smoothing(logits, targets, pad_id, eps).backward()
+    implied = (logits.softmax(-1) - logits.grad).detach()
+    assert abs(float(implied[0, 0, pad_id]) - eps / V) < 1e-12
+    logits.grad = None
+    right_smoothed(logits, targets, pad_id, eps).backward()
+    implied = (logits.softmax(-1) - logits.grad).detach()
+    assert abs(float(implied[0, 0, pad_id])) < 1e-12 and abs(float(implied.sum()) - 1) < 1e-12
+
+
+def test_smoothed_right_answers_pass():
+    for answer in (right_smoothed, _right_loop):
+        fb = check.smoothed_loss(answer)
+        assert fb.passed, fb
+
+
+@pytest.mark.parametrize("wrong,words", SMOOTHED_WRONG, ids=[w for _, w in SMOOTHED_WRONG])
+def test_smoothed_wrong_answers_get_their_hint(wrong, words):
+    fb = check.smoothed_loss(wrong)
+    assert fb.status == "hint" and words in fb.message, fb
+
+
+def test_smoothed_stub_is_not_attempted():
+    def stub(logits, targets, pad_id, eps):
+        raise NotImplementedError
+    assert check.smoothed_loss(stub).status == "not attempted"
+    assert check.smoothed_loss(...).status == "not attempted"

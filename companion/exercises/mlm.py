@@ -25,7 +25,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._core import attempt, checker, close, hint, passed, require_graph
+from ._core import StudentError, attempt, checker, close, hint, passed, require_graph
 from .rules import watch
 
 __all__ = ["mask_tokens", "mlm_loss", "pad_batch", "swap_letters", "N_CHARS", "PAD_ID", "MASK_ID", "CLS_ID"]
@@ -447,20 +447,55 @@ def _swapped(line: str, i: int) -> str:
     return line[:i] + line[i + 1] + line[i] + line[i + 2:]
 
 
-#: Lines with at least one pair to swap: first and last pairs, capitals, apostrophes, doubled
-#: letters (``"ee"`` is no pair), a single pair, and letters with accents (``str.isalpha``).
-_SWAP_LINES = ["Good night, sweet prince;", "aab", "It's", "O, woe!", "Be  it.", "tell me, Iago", "ab",
-               "Xx", "café au lait", "I'll ha't, ay", "é, fé", "  to be  ", "Ñu!"]
-#: A line whose two pairs sit far apart among non-letters (an answer that tries positions at random
-#: and falls back to the first pair is biased here), and one with 200 pairs (a draw of 0..255
-#: taken modulo 200 is biased there).
-_SPARSE_LINE = "ab" + " ." * 30 + " cd"
-_DENSE_LINE = "ab" * 100 + "a"
+#: Lines with at least one pair to swap, by the class of line each stands for (a failing class
+#: names itself in the hint): first and last pairs, capitals, apostrophes, doubled letters
+#: (``"ee"`` is no pair), a single pair, letters with accents (``str.isalpha``).
+_SWAP_CLASSES = {
+    "a line with doubled letters": ["Good night, sweet prince;", "aab", "I'll ha't, ay", "Hmm, deep sleep"],
+    "a line whose first pair starts it": ["It's", "Be  it.", "ab"],
+    "a line whose last pair ends it": ["O, woe!", "tell me, Iago", "Ñu!"],
+    "a line with capital and small forms of one letter": ["Xx", "Oo, ah"],
+    "a line with accented letters": ["café au lait", "é, fé"],
+    "a line with spaces at its ends": ["  to be  "],
+    "a line of letters only": ["abcdefghij"],
+}
+_SWAP_LINES = [line for lines in _SWAP_CLASSES.values() for line in lines]
 #: Lines with no pair to swap: the function must raise ValueError.
 _NO_PAIR = ["", "a", "aa", "O, I!", "a b-c", "1234", "A, a; B"]
-#: The line of the statistical test: 8 pairs to swap, at the start, the end, after a space.
-_UNIFORM_LINE = "To be, or not to be"
-_DRAWS = 4000
+#: The lines of the statistical tests, each drawn from ONE generator, and the draws on each: two
+#: pairs after (or before) a run of one doubled letter, so that an answer that draws a position,
+#: or a pair of letters that may be equal, and then falls back to a neighbouring pair is far from
+#: 50/50; two pairs far apart among non-letters (random positions with a fallback); one short word
+#: and one long (a word drawn first favours the short one); three pairs in a row (a letter drawn
+#: first, or a rounded draw, gives one pair half the weight of another: the subtlest bias, hence
+#: the most draws); and 192 pairs (a draw of 0..255 taken modulo the count gives the first 64 twice the weight).
+_TWO_PAIR_LINES = {
+    "a run of doubled letters before its pairs": "a" * 30 + "b cd",
+    "a run of doubled letters after its pairs": "ab c" + "d" * 30,
+    "two pairs far apart among non-letters": "ab" + " ." * 100 + " cd",
+}
+_WORDS_LINE = "ab cdefghijklmnopqrstuvwxyz"
+_CHAIN_LINE = "Ahemm"
+_DENSE_LINE = "ab" * 96 + "a"
+_TWO_PAIR_DRAWS, _WORDS_DRAWS, _CHAIN_DRAWS, _DENSE_DRAWS = 36, 30, 240, 260
+#: Draws per line that every answer gets; the rest only an answer that does not draw as
+#: torch.randint(len(pairs), (1,), generator=...) over the pairs in order (the text's example).
+_FIRST_DRAWS = 8
+#: A right answer fails one of the statistical tests with probability below this, in all.
+_SWAP_ALPHA = 1e-5
+#: Lines with seeds that must give the same swap twice.
+_REPEAT_LINE = "Now is the winter of our discontent made glorious summer"
+
+
+def _binomial_p(k: int, n: int, p: float) -> float:
+    """Two-sided exact binomial test: the chance of a count at least as far in its tail as ``k``."""
+    pmf = [math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(n + 1)]
+    return min(1.0, 2 * min(sum(pmf[:k + 1]), sum(pmf[k:])))
+
+
+def _reference_swap(line: str, generator: torch.Generator) -> str:
+    pairs = _pairs(line)
+    return _swapped(line, pairs[int(torch.randint(len(pairs), (1,), generator=generator))])
 
 
 def _describe_swap(line: str, out: str) -> str | None:
@@ -489,112 +524,143 @@ def _describe_swap(line: str, out: str) -> str | None:
     return None
 
 
-def _one_swap(my_swap_letters, line: str, seed: int) -> str:
-    g = torch.Generator().manual_seed(seed)
-    out = my_swap_letters(line, g)
-    if not isinstance(out, str):
-        if isinstance(out, (list, tuple)) and all(isinstance(c, str) for c in out):
-            hint(f"return a str (\"\".join(chars)); you returned a {type(out).__name__} of characters.")
-        hint(f"return the new line as a str; you returned {_describe(out)}.")
-    return out
+class _Swaps:
+    """The student's calls, each checked to be one of the line's swaps, and compared with the
+    reference drawn from the same generator state (``same`` stays True while every answer and the
+    generator's state after it are those of torch.randint(len(pairs), (1,), generator=...))."""
+
+    def __init__(self, my_swap_letters):
+        self.fn, self.same, self.calls, self.answered = my_swap_letters, True, 0, False
+
+    def __call__(self, line: str, generator: torch.Generator, where: str) -> str:
+        before = generator.get_state()
+        self.calls += 1
+        try:
+            out = self.fn(line, generator)
+        except StudentError as raised:
+            if isinstance(raised.error, NotImplementedError) and self.answered:
+                hint(f"for {line!r} ({where}) your code raised NotImplementedError: that branch is not written "
+                     "yet (other lines got an answer).")
+            raise
+        self.answered = True
+        if not isinstance(out, str):
+            if isinstance(out, (list, tuple)) and out and all(isinstance(c, str) for c in out):
+                hint(f"return a str (\"\".join(chars)); you returned a {type(out).__name__} of characters.")
+            hint(f"return the new line as a str; you returned {_describe(out)}.")
+        if out not in {_swapped(line, i) for i in _pairs(line)}:
+            mistake = _describe_swap(line, out)
+            if mistake:
+                hint(f"for {line!r} ({where}) you returned {out!r}: {mistake}")
+            hint(f"for {line!r} ({where}) you returned {out!r}; the possible answers are "
+                 f"{sorted(_swapped(line, i) for i in _pairs(line))}.", generic=True)
+        if self.same:
+            ref = torch.Generator()
+            ref.set_state(before)
+            self.same = out == _reference_swap(line, ref) and torch.equal(ref.get_state(), generator.get_state())
+        return out
+
+
+def _not_uniform(line: str, where: str, counts: dict[int, int], n: int) -> None:
+    shares = ", ".join(f"{line[i:i + 2]!r} {c / n:.0%}" for i, c in counts.items())
+    hint(f"on {where} ({line!r}) the pairs are not equally likely ({shares} of {n} draws from one generator; "
+         f"each should be {1 / len(counts):.0%}): list every pair of adjacent, different letters first, then draw "
+         "ONE index among them uniformly, torch.randint(len(pairs), (1,), generator=...): no fallback to a "
+         "neighbouring pair, no retries with a limit, no modulo of a draw from another range.")
 
 
 @checker("Exercise 10.4")
 def swap_letters(my_swap_letters) -> None:
     """``my_swap_letters(line, generator)`` -> ``line`` with one pair of adjacent, different letters
-    swapped, the pair chosen uniformly by draws from ``generator``; ValueError if there is none."""
-    unreached: list[str] = []
-    for k, line in enumerate(_SWAP_LINES):  # each answer: one of the swaps listed by brute force
-        possible = {_swapped(line, i) for i in _pairs(line)}
-        # a line of at most 3 pairs gets 60 draws: every pair is reached, but with probability < 1e-10
-        seen = set()
-        for seed in range(60 if len(possible) <= 3 else 3):
-            out = _one_swap(my_swap_letters, line, 40 + 3 * k + seed)  # (its exceptions: the student's)
-            if out in possible:
-                seen.add(out)
-                continue
-            mistake = _describe_swap(line, out)
-            if mistake:
-                hint(f"for {line!r} you returned {out!r}: {mistake}")
-            hint(f"for {line!r} you returned {out!r}; the possible answers are "
-                 f"{sorted(_swapped(line, i) for i in _pairs(line))}.", generic=True)
-        if len(possible) <= 3 and seen != possible and not unreached:  # said last: more specific hints first
-            missing = sorted(line[i:i + 2] for i in _pairs(line) if _swapped(line, i) not in seen)
-            unreached.append(f"in 60 draws on {line!r} the pair(s) {missing} were never swapped: every pair of adjacent, "
-                 "different letters must be possible (str.isalpha() is true for accented letters such as 'é'; "
-                 "keep the line as it is, spaces at its ends included).")
+    swapped, the pair chosen uniformly by draws from ``generator``; ValueError if there is none.
+
+    Cheap for the grader (each call is a round trip to its kernel): 103 calls for an answer
+    that draws as the text's example does (its answers are then compared one for one with the
+    reference's, drawn from the same generator state), 693 for one that draws otherwise
+    (exact binomial tests on lines built to show the known biases, from one generator each).
+    """
+    swap = _Swaps(my_swap_letters)
+    state = torch.get_rng_state()
+    for k, (where, lines) in enumerate(_SWAP_CLASSES.items()):  # each answer: one of the swaps by brute force
+        for j, line in enumerate(lines):
+            for seed in range(2):
+                swap(line, torch.Generator().manual_seed(1000 * k + 10 * j + seed), where)
     for line in _NO_PAIR:
-        out, exc = attempt(my_swap_letters, line, torch.Generator().manual_seed(7))
+        swap.calls += 1
+        try:
+            out, exc = attempt(my_swap_letters, line, torch.Generator().manual_seed(7))
+        except StudentError as raised:  # NotImplementedError: "not attempted" only if nothing answered
+            if swap.answered:
+                hint(f"for {line!r}, which has no two adjacent, different letters, your code raised "
+                     "NotImplementedError: that branch is not written yet (lines with a pair got an answer); "
+                     "raise a ValueError there.")
+            raise
         if exc is None:
-            hint(f"for {line!r}, which has no two adjacent, different letters, you returned {out!r}: raise a "
-                 "ValueError that says so (the line cannot change).")
+            hint(f"for {line!r}, which has no two adjacent, different letters, you returned {_describe(out) if not isinstance(out, str) else repr(out)}: "
+                 "raise a ValueError that says so (the line cannot change).")
         if not isinstance(exc, ValueError):
             hint(f"for {line!r}, which has no two adjacent, different letters, your code raised "
                  f"{type(exc).__name__} ({str(exc)[:60]}); check for that case first and raise a ValueError "
                  "that says so.")
-    # uniform over the pairs: counts of _DRAWS draws from one generator
-    line, pairs = _UNIFORM_LINE, _pairs(_UNIFORM_LINE)
-    at = {_swapped(line, i): i for i in pairs}
-    g = torch.Generator().manual_seed(104)
-    counts = dict.fromkeys(pairs, 0)
-    draws = []
-    for _ in range(_DRAWS):
-        out = my_swap_letters(line, g)
-        if out not in at:  # right on the fixed cases, wrong here: describe it all the same
-            hint(f"for {line!r} you returned {out!r}: {_describe_swap(line, out) or 'not one swap of letters'}",
-                 generic=True)
-        counts[at[out]] += 1
-        draws.append(out)
-    never = [i for i, c in counts.items() if c == 0]
-    if never == [pairs[-1]]:
-        hint(f"in {_DRAWS} draws on {line!r} the last pair ({line[pairs[-1]:pairs[-1] + 2]!r}) was never "
-             "swapped: torch.randint(n, ...) draws 0 .. n - 1, its upper bound excluded; randint(n - 1) "
-             "leaves the last pair out.")
-    if never == [pairs[0]]:
-        hint(f"in {_DRAWS} draws on {line!r} the first pair ({line[:2]!r}) was never swapped: a line can "
-             "change at its very start (i = 0).")
-    if len(set(draws)) == 1:
-        hint(f"{_DRAWS} calls with one generator gave the same swap every time: draw the pair at random, from "
-             "the `generator` you are given as it is (do not re-seed it or make your own).")
-    p = 1 / len(pairs)
-    worst = max(abs(c / _DRAWS - p) for c in counts.values())
-    if worst > _margin(_DRAWS, p, DELTA / len(pairs)):
-        shares = ", ".join(f"{line[i:i + 2]!r} {c / _DRAWS:.0%}" for i, c in counts.items())
-        hint(f"the pairs are not equally likely ({shares}; each should be {p:.1%}): list every pair of "
-             "adjacent, different letters first, then draw one of them uniformly.")
-    for line, n_draws, parts in ((_SPARSE_LINE, 1000, 2), (_DENSE_LINE, 2000, 4)):
-        pairs = _pairs(line)
-        index = {_swapped(line, i): j for j, i in enumerate(pairs)}
-        g = torch.Generator().manual_seed(105)
-        shares = [0] * parts
-        for _ in range(n_draws):
-            out = my_swap_letters(line, g)
-            if out not in index:
-                hint(f"for {line!r} you returned {out!r}: {_describe_swap(line, out) or 'not one swap of letters'}",
-                     generic=True)
-            shares[index[out] * parts // len(pairs)] += 1
-        margin = _margin(n_draws, 1 / parts, DELTA / parts)
-        if max(abs(c / n_draws - 1 / parts) for c in shares) > margin:
-            got = ", ".join(f"{c / n_draws:.0%}" for c in shares)
-            hint(f"on a line with {len(pairs)} pairs the draws are not uniform: the {parts} groups of pairs, "
-                 f"first to last, got {got} of {n_draws} draws, {1 / parts:.0%} each expected. List every "
-                 "pair first, then draw ONE index uniformly, torch.randint(len(pairs), (1,), generator=...): "
-                 "no retries with a fallback, no modulo of a draw from another range.")
-    long_line = "Now is the winter of our discontent made glorious summer"
-    state = torch.get_rng_state()
-    first = [_one_swap(my_swap_letters, long_line, seed) for seed in range(12)]
-    again = [_one_swap(my_swap_letters, long_line, seed) for seed in range(12)]
+    # draws from one generator per line: a few for every answer, all of them if it draws otherwise
+    plan = [(where, line, _TWO_PAIR_DRAWS) for where, line in _TWO_PAIR_LINES.items()]
+    plan += [("a line of one short word and one long", _WORDS_LINE, _WORDS_DRAWS),
+             ("a word of three pairs in a row", _CHAIN_LINE, _CHAIN_DRAWS),
+             (f"a line with {len(_pairs(_DENSE_LINE))} pairs", _DENSE_LINE, _DENSE_DRAWS)]
+    gens = [torch.Generator().manual_seed(104 + k) for k in range(len(plan))]
+    drawn: list[list[str]] = [[] for _ in plan]
+    for k, (where, line, _) in enumerate(plan):
+        drawn[k] += [swap(line, gens[k], where) for _ in range(_FIRST_DRAWS)]
+    first = [swap(_REPEAT_LINE, torch.Generator().manual_seed(seed), "a line with seeds") for seed in range(8)]
+    again = [swap(_REPEAT_LINE, torch.Generator().manual_seed(seed), "a line with seeds") for seed in range(8)]
     changed_global = not torch.equal(state, torch.get_rng_state())
     torch.set_rng_state(state)
+    if not swap.same:  # it draws otherwise: test the distribution itself
+        for k, (where, line, n) in enumerate(plan):
+            drawn[k] += [swap(line, gens[k], where) for _ in range(n - _FIRST_DRAWS)]
+        for k in (3, 5):  # many pairs: one generator never gives one swap every time
+            if len(set(drawn[k])) == 1:
+                hint(f"{len(drawn[k])} calls with one generator gave the same swap every time: draw the pair at "
+                     "random, from the `generator` you are given as it is (do not re-seed it or make your own).")
+        counts = []  # per line: the number of draws of each pair, in order
+        for k, (where, line, n) in enumerate(plan):
+            at = {_swapped(line, i): j for j, i in enumerate(_pairs(line))}
+            c = [0] * len(at)
+            for out in drawn[k]:
+                c[at[out]] += 1
+            counts.append(c)
+        two = counts[:len(_TWO_PAIR_LINES)]
+        if all(c[-1] == 0 for c in two):
+            hint(f"on lines of two pairs the last pair was never swapped ({_TWO_PAIR_DRAWS} draws each): "
+                 "torch.randint(n, ...) draws 0 .. n - 1, its upper bound excluded; randint(n - 1) leaves the "
+                 "last pair out.")
+        if all(c[0] == 0 for c in two):
+            hint(f"on lines of two pairs the first pair was never swapped ({_TWO_PAIR_DRAWS} draws each): a "
+                 "line can change at its very start (i = 0).")
+        alpha = _SWAP_ALPHA / len(plan)
+        for k, (where, line, n) in enumerate(plan):
+            c = counts[k]
+            if len(c) == 3:  # chi-square with 2 degrees of freedom: its tail is exp(-x / 2)
+                x = sum((m - n / 3) ** 2 / (n / 3) for m in c)
+                p_value = math.exp(-x / 2)
+            elif k == len(plan) - 1:  # the first 256 - 192 pairs, favoured by a draw of 0..255 modulo 192
+                low = 256 - len(c)
+                p_value = _binomial_p(sum(c[:low]), n, low / len(c))
+                if p_value < alpha:
+                    hint(f"on {where} the draws are not uniform: the first {low} pairs got {sum(c[:low]) / n:.0%} "
+                         f"of {n} draws, {low / len(c):.0%} expected. List every pair first, then draw ONE index "
+                         "uniformly, torch.randint(len(pairs), (1,), generator=...): no retries with a fallback, "
+                         "no modulo of a draw from another range.")
+            else:  # the first pair: one of two, or the short word's one among 24
+                p_value = _binomial_p(c[0], n, 1 / len(c))
+            if p_value < alpha:
+                _not_uniform(line, where, dict(zip(_pairs(line), c)), n)
     if first != again:
         hint("the same seed gave another swap: make every draw with the `generator` you are given "
              "(torch.randint(n, (1,), generator=generator)), not with Python's random or torch's global one.")
     if len(set(first)) == 1:
-        hint("twelve different seeds gave the same swap: draw from the `generator` you are given as it is; do "
+        hint("eight different seeds gave the same swap: draw from the `generator` you are given as it is; do "
              "not create your own or re-seed it inside your function.")
     if changed_global:
         hint("your function changed torch's global random state (torch.manual_seed, or a draw without "
              "generator=): a caller's other random numbers would change. Draw only from the `generator` given.")
-    if unreached:
-        hint(unreached[0])
     passed("one pair of adjacent, different letters, drawn uniformly.")

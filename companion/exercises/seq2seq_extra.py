@@ -3,6 +3,9 @@
 
 * Exercise 9.7 :func:`next_chars` — what follows a prefix in a list of texts, counted: the tool
   that finds the cause of the translation model's errors on numbers ending in 76.
+* Exercise 9.8 :func:`smoothed_loss` — label-smoothed cross-entropy by hand, with the smoothing
+  mass kept off the padding token and the padded positions left out of the mean (PyTorch's
+  ``label_smoothing`` puts eps / V on the padding token too).
 
 The chapter imports this module as ``check``, so that one module serves the whole chapter (the
 grader's registry wants one per chapter). The check of 9.7 recognizes the classic slips:
@@ -14,17 +17,22 @@ and ``?``).
 """
 from __future__ import annotations
 
+import os
 import random
 import re
 from collections import Counter
 
+import torch
+
+from .rules import is_remote, watch
+
 from . import seq2seq as _seq2seq
 from . import seq2seq_model as _seq2seq_model
-from ._core import checker, describe, hint, passed
+from ._core import checker, close, describe, hint, passed, require_graph
 from .seq2seq import *  # noqa: F401,F403 - exercises 9.1, 9.4 and 9.6
 from .seq2seq_model import *  # noqa: F401,F403 - exercises 9.2, 9.3 and 9.5
 
-__all__ = [*_seq2seq.__all__, *_seq2seq_model.__all__, "next_chars"]
+__all__ = [*_seq2seq.__all__, *_seq2seq_model.__all__, "next_chars", "smoothed_loss"]
 
 
 # ------------------------------------------------------------------------------- Exercise 9.7
@@ -148,3 +156,156 @@ def next_chars(my_next_chars) -> None:
         if got != expected:
             hint(f"{call} gave {dict(sorted(got.items()))}, expected {dict(sorted(expected.items()))}.",
                  generic=True)
+
+
+# ------------------------------------------------------------------------------- Exercise 9.8
+def _smoothed(logits, targets, pad_id, eps, *, spread="text", mean="tokens", on_target=True):
+    """The loss of the text (``spread="text"``), or one of the classic variants of it."""
+    B, T, V = logits.shape
+    logp = logits.log_softmax(-1)  # (B, T, V)
+    onehot = torch.nn.functional.one_hot(targets, V).to(logp.dtype)  # (B, T, V)
+    others = torch.ones(V, dtype=logp.dtype)
+    if spread == "text":  # eps over the V - 1 tokens that are not padding, the target included
+        others[pad_id] = 0
+        q = (1 - eps) * onehot + eps * others / (V - 1)
+    elif spread == "all":  # eps / V on every token, padding included: F.cross_entropy's label_smoothing
+        q = (1 - eps) * onehot + eps * others / V
+    elif spread == "not target":  # eps / (V - 2) on the tokens that are neither padding nor the target
+        others[pad_id] = 0
+        q = (1 - eps) * onehot + eps * (others - onehot).clamp(min=0) / (V - 2)
+    elif spread == "none":
+        q = onehot
+    per = -(q * logp).sum(-1)  # (B, T)
+    real = targets != pad_id
+    if mean == "all":
+        return per.mean()
+    if mean == "sum":
+        return per[real].sum()
+    if mean == "rows":
+        return torch.stack([per[b][real[b]].mean() for b in range(B) if real[b].any()]).mean()
+    return per[real].mean()
+
+
+def _smoothed_cases():
+    """(logits, targets, pad_id, eps, the class of input): every class the text names, then fresh draws."""
+    g = torch.Generator().manual_seed(98)
+
+    def draw(B, T, V, pad_id, eps, what, dtype=torch.float64, scale=2.0, pad_share=0.3):
+        logits = torch.randn(B, T, V, generator=g, dtype=dtype) * scale
+        targets = torch.randint(V, (B, T), generator=g)
+        targets[targets == pad_id] = (pad_id + 1) % V  # real tokens first...
+        targets[torch.rand(B, T, generator=g) < pad_share] = pad_id  # ...then some padding
+        targets[0, 0] = (pad_id + 1) % V  # at least one real target
+        return logits, targets, pad_id, eps, what
+
+    cases = [draw(2, 5, 6, 0, 0.1, "a batch of padded targets (pad_id 0)"),
+             draw(1, 1, 3, 0, 0.1, "a batch of one target of one position", pad_share=0.0),
+             draw(3, 7, 11, 10, 0.1, "odd sizes, pad_id the last id"),
+             draw(2, 4, 5, 2, 0.1, "pad_id in the middle of the vocabulary"),
+             draw(2, 6, 7, 3, 0.0, "eps = 0 (the plain cross-entropy)"),
+             draw(2, 6, 7, 3, 0.5, "eps = 0.5"),
+             draw(3, 5, 9, 1, 0.1, "float32 logits", dtype=torch.float32)]
+    logits, targets, pad_id, eps, _ = draw(3, 4, 6, 0, 0.1, "")
+    targets[1] = 0  # a row of padding only
+    cases.append((logits, targets, pad_id, eps, "a row of padding only"))
+    far = torch.tensor([[[1000.0, -1000.0, 0.0, 999.0], [-1000.0, -1001.0, -999.0, -1000.0]]], dtype=torch.float64)
+    cases.append((far, torch.tensor([[1, 3]]), 0, 0.1, "logits near +1000 and -1000"))
+    seed = int.from_bytes(os.urandom(4), "little")  # fresh draws: a new seed at every check
+    g = torch.Generator().manual_seed(seed)
+    for k in range(2):
+        V = int(torch.randint(3, 12, (1,), generator=g))
+        cases.append(draw(int(torch.randint(1, 4, (1,), generator=g)), int(torch.randint(1, 8, (1,), generator=g)),
+                          V, int(torch.randint(V, (1,), generator=g)), 0.1, f"random sizes (seed {seed}, draw {k})"))
+    return cases
+
+
+@checker("Exercise 9.8")
+def smoothed_loss(my_smoothed_loss) -> None:
+    """``my_smoothed_loss(logits, targets, pad_id, eps)``: logits ``(B, T, V)``, targets ``(B, T)``
+    with ``pad_id`` at padded positions -> the mean over the real positions of
+    ``-sum_v q(v) log softmax(logits)[v]``, ``q = (1 - eps) [v = target] + eps / (V - 1)`` on every
+    ``v != pad_id`` and 0 on ``pad_id``; F.cross_entropy is not to be called."""
+    state = torch.get_rng_state()
+    grad_mode = torch.is_grad_enabled()
+    for k, (logits, targets, pad_id, eps, what) in enumerate(_smoothed_cases()):
+        given_logits, given_targets = logits.clone(), targets.clone()
+        if k == 0:  # the caller's logits require a gradient: the loss must carry the graph
+            given_logits.requires_grad_(True)
+        with watch() as seen:
+            if k == 2:  # called under no_grad, as in an evaluation loop
+                with torch.no_grad():
+                    got = my_smoothed_loss(given_logits, given_targets, pad_id, eps)
+            else:
+                got = my_smoothed_loss(given_logits, given_targets, pad_id, eps)
+        if torch.is_grad_enabled() != grad_mode:
+            torch.set_grad_enabled(grad_mode)
+            hint("your function changed torch's grad mode (torch.set_grad_enabled or a bare no_grad().__enter__()) "
+                 "and left it so: the caller's training would stop computing gradients.")
+        if seen.called("cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"):
+            hint("your function calls F.cross_entropy or F.nll_loss (or their modules), which the exercise asks "
+                 "you not to call: take torch.log_softmax and build the smoothed target q yourself.")
+        if not torch.equal(given_targets, targets) or not torch.equal(given_logits.detach(), logits):
+            hint(f"on {what} your function changed its inputs in place (logits or targets): work on copies, or "
+                 "with out-of-place operations.")
+        if given_logits.grad is not None:
+            hint("your function called backward(): the caller's logits got a .grad. Return the loss; the "
+                 "training loop calls backward.")
+        if isinstance(got, (float, int)) and not isinstance(got, bool):
+            hint(f"return a scalar tensor (so that loss.backward() can follow it); on {what} you returned "
+                 f"{describe(got)}.")
+        if not isinstance(got, torch.Tensor) or got.numel() != 1 or got.is_complex() or \
+                not got.dtype.is_floating_point or got.device.type != "cpu":
+            hint(f"return one number, a real scalar tensor; on {what} you returned {describe(got)}.")
+        if got.dim() != 0:
+            hint(f"return a scalar tensor of shape (), as F.cross_entropy does; yours has shape {tuple(got.shape)}.")
+        value = got.detach()
+        expected = _smoothed(logits, targets, pad_id, eps)
+        rtol, atol = (1e-5, 1e-6) if logits.dtype == torch.float32 else (1e-10, 1e-12)
+        if close(value, expected, rtol=rtol, atol=atol):
+            if value.dtype != logits.dtype:
+                hint(f"the value is right, but on {what} the loss has dtype {value.dtype}: keep the logits' dtype "
+                     f"({logits.dtype}).")
+            continue
+        if not bool(torch.isfinite(value)):
+            hint(f"on {what} your loss is {float(value)}: use torch.log_softmax (it subtracts each row's maximum) "
+                 "rather than log(softmax(...)), and never multiply 0 by log 0.")
+        if logits.dtype == torch.float64 and close(value, expected, rtol=1e-4, atol=1e-6):
+            hint(f"on {what} your loss is {float(value):.10f}, the exact one {float(expected):.10f}: close, but "
+                 "not to float64's precision. Compute in the logits' dtype (no .float(), no float32 constants).")
+        variants = [
+            (dict(spread="all"), "you spread eps over all V tokens, the padding token too: that is what "
+                                 "F.cross_entropy(..., label_smoothing=eps) does. The text keeps q(pad_id) = 0 "
+                                 "and spreads eps over the V - 1 other tokens."),
+            (dict(spread="not target"), "you spread eps over the V - 2 tokens that are neither padding nor the "
+                                        "target; the text spreads it over the V - 1 tokens that are not padding, "
+                                        "the target included: q(target) = 1 - eps + eps / (V - 1)."),
+            (dict(spread="none"), "no smoothing: with eps > 0 the target is not one-hot; q gives eps / (V - 1) to "
+                                  "every token that is not padding."),
+            (dict(mean="all"), "you averaged over every position, padding included: average over the positions "
+                               "whose target is not pad_id."),
+            (dict(mean="sum"), "you summed over the real positions; take their mean."),
+            (dict(mean="rows"), "you averaged each row, then the rows: every real position weighs the same, "
+                                "whatever its row."),
+        ]
+        for options, message in variants:
+            if close(value, _smoothed(logits, targets, pad_id, eps, **options), rtol=rtol, atol=atol):
+                hint(f"on {what}: {message}")
+        if close(value, -expected, rtol=rtol, atol=atol):
+            hint(f"on {what} the sign is wrong: the loss is MINUS the sum of q(v) log p(v).")
+        hint(f"on {what} (B, T, V = {tuple(logits.shape)}, pad_id {pad_id}, eps {eps}) the loss should be "
+             f"{float(expected):.6f}; yours is {float(value):.6f}.", generic=True)
+    if not torch.equal(state, torch.get_rng_state()):
+        torch.set_rng_state(state)
+        hint("your function changed torch's global random state: the loss draws nothing at random.")
+    logits, targets, pad_id, eps, _ = _smoothed_cases()[0]
+    require_graph(my_smoothed_loss, (logits, targets, pad_id, eps), grad=(0,))
+    if is_remote(my_smoothed_loss):  # in the grader the loss comes back as data, without its graph
+        passed("eps spread over the V - 1 tokens that are not padding, the padded positions left out of the mean.")
+    again = logits.clone().requires_grad_(True)
+    my_smoothed_loss(again, targets, pad_id, eps).backward()
+    reference = logits.clone().requires_grad_(True)
+    _smoothed(reference, targets, pad_id, eps).backward()
+    if not close(again.grad, reference.grad, rtol=1e-8, atol=1e-10):
+        hint("the values are right but the gradient is not: does part of the loss go through .detach(), .item() "
+             "or a NumPy copy?")
+    passed("eps spread over the V - 1 tokens that are not padding, the padded positions left out of the mean.")
