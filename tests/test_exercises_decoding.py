@@ -161,8 +161,8 @@ def test_top_p_filter():
 
 
 def test_top_p_filter_accepts_other_right_answers():
-    """From the most probable token down (the reverse order handles ties), in a loop over the rows,
-    and in float64 arithmetic: each passes."""
+    """From the most probable token down (the reverse order handles ties) and in a loop over the rows:
+    each passes."""
     def from_the_top(logits, top_p, min_tokens_to_keep=1):
         flipped = logits.flip(-1)  # equal logits: the larger id first when sorted descending
         probs, order = flipped.softmax(-1).sort(dim=-1, descending=True, stable=True)
@@ -177,6 +177,27 @@ def test_top_p_filter_accepts_other_right_answers():
     for fn in (from_the_top, row_by_row):
         fb = check.top_p_filter(fn)
         assert fb.passed, (fn.__name__, fb)
+
+
+def test_top_p_filter_refuses_float64_for_float32_logits():
+    """The text asks for the probabilities in the logits' dtype (issue 33: float64 passed)."""
+    def in_float64(logits, top_p, min_tokens_to_keep=1):
+        sorted_logits, order = logits.sort(dim=-1, stable=True)
+        tail = sorted_logits.double().softmax(-1).cumsum(-1)
+        remove = tail <= 1 - top_p
+        remove[:, -min_tokens_to_keep:] = False
+        return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+    def softmax_dtype(logits, top_p, min_tokens_to_keep=1):
+        sorted_logits, order = logits.sort(dim=-1, stable=True)
+        tail = sorted_logits.softmax(-1, dtype=torch.float64).cumsum(-1)
+        remove = tail <= 1 - top_p
+        remove[:, -min_tokens_to_keep:] = False
+        return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+    for fn in (in_float64, softmax_dtype):
+        fb = check.top_p_filter(fn)
+        assert fb.status == "hint" and "float64" in fb.message and fb.kind == "specific", (fn.__name__, fb)
 
 
 def test_top_p_filter_hints():
@@ -334,6 +355,26 @@ def test_cached_beam_search():
 
     fb = check.cached_beam_search(companion_beam)
     assert fb.status == "hint" and "course's own" in fb.message, fb
+
+
+def test_cached_beam_search_accepts_feeding_after_the_last_step():
+    """Feeding the tokens chosen at the last step costs one call more but is right by the text (issue 33)."""
+    def feeds_after_last(model, prompt, n, k):
+        cache = model.new_cache()
+        logits, _ = model(prompt[None], cache=cache)
+        seqs, scores = prompt[None], torch.zeros(1, dtype=logits.dtype)
+        for _ in range(n):
+            logp = logits[:, -1].log_softmax(-1)
+            V = logp.shape[-1]
+            scores, flat = (scores[:, None] + logp).flatten().topk(min(k, logp.numel()))
+            parents, tokens = flat // V, flat % V
+            seqs = torch.cat([seqs[parents], tokens[:, None]], 1)
+            cache.reorder(parents)
+            logits, _ = model(tokens[:, None], cache=cache)
+        return seqs, scores
+
+    fb = check.cached_beam_search(feeds_after_last)
+    assert fb.passed, fb
 
 
 def test_cached_beam_search_references():
