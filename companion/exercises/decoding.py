@@ -15,7 +15,7 @@ import math
 import torch
 
 from . import rules
-from ._core import checker, close, describe, first_difference, hint, passed, require_tensor
+from ._core import StudentError, checker, close, describe, first_difference, hint, passed, require_tensor
 
 __all__ = ["greedy_step", "beam_step", "top_p_filter", "sample_loop", "cached_attention", "cached_beam_search",
            "beam_search_eos"]
@@ -1054,6 +1054,30 @@ def cached_beam_search(my_beam_search) -> None:
            "same beams and scores as search without a cache, and the exact best sequences where k covers all.")
 
 
+def _answers_elsewhere(exc, call, others, _names, first: str) -> None:
+    """The first case raised NotImplementedError: if the function answers any other case, the raise is
+    one branch not written yet (reported with the first case's input); if not, it is "not attempted"."""
+    if not isinstance(getattr(exc, "error", None), NotImplementedError):
+        raise exc
+    for case in others:
+        try:
+            call(case)
+        except Exception:  # noqa: BLE001 - the student's code on another case: only whether it answers
+            continue
+        hint(f"{first}, your code raised NotImplementedError, although it answers other cases: a branch of "
+             "it is not written yet.")
+    raise exc
+
+
+def _one_branch_missing(exc, where: str) -> None:
+    """A ``NotImplementedError`` after the student's function already answered other cases: a branch
+    not written yet, reported with its input (not "not attempted"). Re-raises anything else."""
+    if isinstance(getattr(exc, "error", None), NotImplementedError):
+        hint(f"{where}, your code raised NotImplementedError, although it answered the cases before: "
+             "a branch of it is not written yet.")
+    raise exc
+
+
 # ------------------------------------------------------------------------------- Exercise 8.7
 class _TableLM:
     """A language model given by a table: the logits at position t depend on t and on the token there.
@@ -1238,8 +1262,14 @@ def beam_search_eos(my_beam_search_eos) -> None:
     for name, model, prompt, k, n, eos, alpha in cases:
         call = f"my_beam_search_eos(model, {prompt}, k={k}, max_new={n}, eos_id={eos}, alpha={alpha})"
         given = list(prompt)
-        with rules.watch() as seen:
-            got = my_beam_search_eos(model, given, k, n, eos, alpha)
+        try:
+            with rules.watch() as seen:
+                got = my_beam_search_eos(model, given, k, n, eos, alpha)
+        except StudentError as exc:
+            if not answers:
+                _answers_elsewhere(exc, lambda c: my_beam_search_eos(c[1], list(c[2]), *c[3:]), cases[1:],
+                                   lambda c: f"on {c[0]}", name)
+            _one_branch_missing(exc, f"on {name}")
         if seen.used_module("companion.decoding"):
             hint("your code runs companion.decoding (the course's beam_search): the exercise is to write the "
                  "search yourself.")

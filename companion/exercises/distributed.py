@@ -472,6 +472,30 @@ def data_parallel(fn):
            "and Adam, on 2 and 3 processes.")
 
 
+def _answers_elsewhere(exc, call, others, _names, first: str) -> None:
+    """The first case raised NotImplementedError: if the function answers any other case, the raise is
+    one branch not written yet (reported with the first case's input); if not, it is "not attempted"."""
+    if not isinstance(getattr(exc, "error", None), NotImplementedError):
+        raise exc
+    for case in others:
+        try:
+            call(case)
+        except Exception:  # noqa: BLE001 - the student's code on another case: only whether it answers
+            continue
+        hint(f"{first}, your code raised NotImplementedError, although it answers other cases: a branch of "
+             "it is not written yet.")
+    raise exc
+
+
+def _one_branch_missing(exc, where: str) -> None:
+    """A ``NotImplementedError`` after the student's function already answered other cases: a branch
+    not written yet, reported with its input (not "not attempted"). Re-raises anything else."""
+    if isinstance(getattr(exc, "error", None), NotImplementedError):
+        hint(f"{where}, your code raised NotImplementedError, although it answered the cases before: "
+             "a branch of it is not written yet.")
+    raise exc
+
+
 # --------------------------------------------------------------------- A.3 gradient accumulation
 class _Recorder(nn.Module):
     """The check's model: a small MLP (no dropout) whose forward notes, in a plain string (the
@@ -616,7 +640,14 @@ def accumulation(fn):
         _stale(model)
         given = [(x.clone(), y.clone()) for x, y in micro]
         model.train()
-        got = fn(model, opt, _loss, given)
+        try:
+            got = fn(model, opt, _loss, given)
+        except StudentError as exc:
+            if (sizes, kind, seed) == _ACC_CASES[0]:
+                _answers_elsewhere(exc, lambda c: fn(_Recorder(c[2]), _optimizer(c[1], _Recorder(c[2]).parameters()),
+                                                      _loss, _micro_batches(c[2], c[0])), _ACC_CASES[1:], None,
+                                   f"on micro-batches of {', '.join(map(str, sizes))} rows ({kind})")
+            _one_branch_missing(exc, f"on micro-batches of {', '.join(map(str, sizes))} rows ({kind})")
         where = f"on micro-batches of {', '.join(map(str, sizes))} rows ({kind})"
         if any(not (torch.equal(a, c) and torch.equal(b, d)) for (a, b), (c, d) in zip(given, micro)):
             hint("your function changed the micro-batches it was given: leave x and y as they are.")
@@ -690,7 +721,12 @@ def amp_step(fn):
         where = (f"on a batch of {rows} rows ({kind}, initial scale {scale:g}"
                  + (", where a scaled gradient overflows to inf" if overflow else "") + ")")
         grad_mode = torch.is_grad_enabled()
-        got = fn(model, opt, scaler, _loss, micro[0][0].clone(), micro[0][1].clone(), max_norm, torch.bfloat16)
+        try:
+            got = fn(model, opt, scaler, _loss, micro[0][0].clone(), micro[0][1].clone(), max_norm, torch.bfloat16)
+        except StudentError as exc:
+            if seed == _AMP_CASES[0][2]:
+                raise
+            _one_branch_missing(exc, where)
         if torch.is_autocast_enabled("cpu"):
             torch.set_autocast_enabled("cpu", False)
             hint("autocast is still on after your function: use it as a context manager, "

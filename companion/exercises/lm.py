@@ -6,8 +6,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._core import (as_number, checker, close, describe, first_difference, hint, passed, require_graph, require_tensor,
-                    safe_float, source_facts)
+from ._core import (StudentError, as_number, checker, close, describe, first_difference, hint, passed,
+                    require_graph, require_tensor, safe_float, source_facts)
 from .rules import watch
 
 #: Exercises 7.1 and 10.2 ask for the loss by hand; the check compares with this library call
@@ -333,8 +333,14 @@ def gpt_forward(my_gpt_forward) -> None:
     model._course_forward_calls = 0
     results = []
     for (B, T, idx), expected in zip(cases, expected_all):
-        with torch.no_grad():
-            got = my_gpt_forward(model, idx.clone())
+        try:
+            with torch.no_grad():
+                got = my_gpt_forward(model, idx.clone())
+        except StudentError as exc:
+            if not results or not isinstance(exc.error, NotImplementedError):
+                raise
+            hint(f"on ids of shape (B, T) = ({B}, {T}), your code raised NotImplementedError, although it "
+                 "answered the lengths before: a branch of it is not written yet.")
         if model._course_forward_calls or _names_forward(source_facts(my_gpt_forward)):
             hint("you called the model itself, model(idx), which the check compares with: build the forward "
                  "pass from its parts (tok_emb, pos_emb, blocks, final_norm, head).")
