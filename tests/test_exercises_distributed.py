@@ -180,7 +180,7 @@ def test_the_appendix_is_chapter_A():
     assert student.chapters()[-1].name == "appendix_beyond_the_laptop.ipynb"
     assert grade._chapter_argument("a") == "A" and grade._chapter_argument("7") == 7
     chapters = registry.load()
-    assert [ex.number for ex in chapters["A"].exercises] == ["A.1", "A.2"]
+    assert [ex.number for ex in chapters["A"].exercises] == ["A.1", "A.2", "A.3", "A.4"]
     assert chapters["A"].module == "companion.exercises.distributed"
 
 
