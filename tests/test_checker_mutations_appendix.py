@@ -179,9 +179,127 @@ DATA_PARALLEL = [
     Mutant("does nothing", lambda *a: None, "never calls dist.broadcast or dist.all_reduce"),
 ]
 
+
+# --- A.3 and A.4: gradient accumulation, then in mixed precision -------------------------------------------
+def my_accumulated_step(model, opt, loss_fn, micro_batches):
+    n_rows = sum(len(y) for _, y in micro_batches)  # N: the whole batch
+    opt.zero_grad()  # once: the gradients then add up
+    total = 0.0
+    for x, y in micro_batches:
+        mean_loss = loss_fn(model, x, y)  # the mean over this micro-batch
+        # its share of the mean over all N rows
+        (mean_loss * len(y) / n_rows).backward()
+        total += mean_loss.item() * len(y)
+    opt.step()  # one step, on the whole batch's gradient
+    return total / n_rows
+
+
+def my_amp_step(model, opt, scaler, loss_fn, x, y, max_norm,
+                dtype=torch.bfloat16):
+    opt.zero_grad()
+    with torch.autocast("cpu", dtype=dtype):  # 16-bit matrix products
+        loss = loss_fn(model, x, y)  # float32: autocast's rule for losses
+    scaler.scale(loss).backward()  # scaled: small gradients survive
+    scaler.unscale_(opt)  # the true gradients, in float32 ...
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # clipped
+    scaler.step(opt)  # skipped if a gradient is inf or NaN
+    scaler.update()  # halve the scale after an overflow
+    return loss.item()
+
+
+def _acc(weigh="share", step="once", zero="once", whole=False, returns="mean", amp=False, scale=True,
+         unscale=True, scaler_step=True, update=True, clip=True, amp_dtype=None):
+    """The references above with one mistake, chosen by the arguments."""
+    def run(model, optimizer, *args):
+        if amp:
+            scaler, loss_fn, micro, max_norm, dtype = args[0], args[1], args[2], args[3], amp_dtype or args[4]
+        else:
+            scaler, (loss_fn, micro), dtype = None, args, None
+        if whole:
+            micro = [(torch.cat([x for x, _ in micro]), torch.cat([y for _, y in micro]))]
+        N = sum(len(y) for _, y in micro)
+        if zero == "once":
+            optimizer.zero_grad()
+        total = 0.0
+        for x, y in micro:
+            if zero == "each":
+                optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=amp and dtype is not None):
+                loss = loss_fn(model, x, y)
+            w = {"share": len(y) / N, "mean of means": 1 / len(micro), "sum": 1.0}[weigh]
+            (scaler.scale(loss * w) if amp and scale else loss * w).backward()
+            total += loss.item() * len(y)
+            if step == "each":
+                (scaler.step(optimizer) if amp else optimizer.step())
+                optimizer.zero_grad()
+        if amp and unscale:
+            scaler.unscale_(optimizer)
+        if amp and clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        if step == "once":
+            scaler.step(optimizer) if amp and scaler_step else optimizer.step()
+        if amp and update:
+            scaler.update()
+        return {"mean": total / N, "sum": total, "tensor": torch.tensor(total / N), "none": None}[returns]
+    return run
+
+
+ACCUMULATION = [
+    Mutant("mean of the micro-batch means", _acc(weigh="mean of means"), "averaged the micro-batches' mean losses"),
+    Mutant("gradients summed, not weighted", _acc(weigh="sum"), "without weighting them"),
+    Mutant("a step per micro-batch", _acc(step="each"), "stepped after every micro-batch"),
+    Mutant("no zero_grad", _acc(zero="never"), "the caller left"),
+    Mutant("zero_grad in the loop", _acc(zero="each"), "only the last one counted"),
+    Mutant("the whole batch at once", _acc(whole=True), "all the rows at once"),
+    Mutant("returns the summed loss", _acc(returns="sum"), "expected the mean loss"),
+    Mutant("returns None", _acc(returns="none"), "should return one number"),
+    Mutant("no step", lambda m, o, lf, mb: (o.zero_grad(), 0.0)[1], "did not change"),
+    Mutant("model.eval() left on", lambda m, o, lf, mb: (m.eval(), my_accumulated_step(m, o, lf, mb))[1],
+           "evaluation mode"),
+    Mutant("changes the micro-batches", lambda m, o, lf, mb: (mb[0][0].mul_(2), my_accumulated_step(m, o, lf, mb))[1],
+           "in place"),
+]
+
+def _amp(scale=True, unscale=True, scaler_step=True, update=True, clip=True, autocast=True, dtype=None,
+         zero=True, returns="item"):
+    """The mixed-precision reference with one mistake, chosen by the arguments."""
+    def run(model, opt, scaler, loss_fn, x, y, max_norm, dt=torch.bfloat16):
+        if zero:
+            opt.zero_grad()
+        with torch.autocast("cpu", dtype=dtype or dt, enabled=autocast):
+            loss = loss_fn(model, x, y)
+        (scaler.scale(loss) if scale else loss).backward()
+        if unscale:
+            scaler.unscale_(opt)
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt) if scaler_step else opt.step()
+        if update:
+            scaler.update()
+        return {"item": loss.item(), "tensor": loss, "none": None}[returns]
+    return run
+
+
+AMP = [
+    Mutant("loss not scaled", _amp(scale=False), "scaler.scale", raised=True),
+    Mutant("clip before unscale_", _amp(unscale=False), "clipped the scaled gradients"),
+    Mutant("optimizer's step() itself", _amp(scaler_step=False), "step() yourself"),
+    Mutant("no scaler.update()", _amp(update=False), "scaler.update()"),
+    Mutant("no autocast", _amp(autocast=False), "without autocast"),
+    Mutant("float16 autocast", _amp(dtype=torch.float16), "another dtype"),
+    Mutant("no zero_grad", _amp(zero=False), "the caller left"),
+    Mutant("no clipping", _amp(clip=False), None),
+    Mutant("autocast left on", lambda *a: (torch.set_autocast_enabled("cpu", True), my_amp_step(*a))[1], "still on"),
+    Mutant("returns None", _amp(returns="none"), "should return one number"),
+    Mutant("returns the scaled loss", lambda m, o, s, lf, x, y, mn, dt=torch.bfloat16: my_amp_step(m, o, s, lf, x, y, mn,
+           dt) * s.get_scale(), "expected the mean loss"),
+]
+
 EXERCISES = [
     Exercise(check.activation_bytes, my_activation_bytes, ACTIVATIONS),
     Exercise(check.data_parallel, my_data_parallel, DATA_PARALLEL),
+    Exercise(check.accumulation, my_accumulated_step, ACCUMULATION),
+    Exercise(check.amp_step, my_amp_step, AMP),
 ]
 
 test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

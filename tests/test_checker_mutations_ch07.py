@@ -168,7 +168,23 @@ GPT_FORWARD = [
     Mutant("returns None", lambda m, i: None, "return the logits"),
     Mutant("head weight transposed", lambda m, i: my_gpt_forward(m, i) @ torch.eye(16) * 2),
     Mutant("blocks without is_causal keyword", lambda m, i: _blocks_positional(m, i), "TypeError", raised=True),
+    # the outside red team's false pass (issue 33): positions written for one length
+    Mutant("positions hard-coded to 8", lambda m, i: _fixed_positions(m, i, 8), "(B, T) = (2, 7)"),
+    Mutant("positions hard-coded to 7", lambda m, i: _fixed_positions(m, i, 7), "do not write a length"),
+    Mutant("a length-1 input skips the blocks", lambda m, i: _forward(blocks=lambda bs: [])(m, i)
+           if i.shape[1] == 1 else my_gpt_forward(m, i), "a single position"),
 ]
+
+
+def _fixed_positions(model, idx, n):
+    """Positions arange(n)[:T] broadcast wrongly, or taken from a table of n rows."""
+    pos = model.pos_emb(torch.arange(n))[: idx.shape[1]]  # right only while T <= n ...
+    if idx.shape[1] != n:
+        pos = model.pos_emb(torch.arange(n)).mean(0)  # ... and written for T == n
+    x = model.tok_emb(idx) + pos
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    return model.head(model.final_norm(x))
 
 
 def _blocks_positional(model, idx):
@@ -348,6 +364,13 @@ def my_evaluate(model, batches):
     return total / count  # every token weighs the same
 
 
+def _forced_grad(model, batches):
+    torch.set_grad_enabled(False)
+    value = _evaluate(grad=None)(model, batches) if False else my_evaluate(model, batches)
+    torch.set_grad_enabled(True)
+    return value
+
+
 def _evaluate(mode="eval", grad=False, restore="was", weigh="tokens", returns="item", only=None):
     """The reference evaluation with one mistake, chosen by the arguments."""
     def evaluate(model, batches):
@@ -396,6 +419,9 @@ EVALUATE = [
     Mutant("held_out_loss", lambda m, b: _companion_eval(m, b), "companion"),
     # the outside red team's false passes (tests/independent/ch07.py), and gradients left off
     Mutant("restores model.training only", lambda m, b: _flag_only(m, b), "model.train(was)"),
+    Mutant("forces grad mode on at the end", lambda m, b: (my_evaluate(m, b), torch.set_grad_enabled(True))[0],
+           "switched gradients ON"),
+    Mutant("torch.set_grad_enabled(False) then True", lambda m, b: _forced_grad(m, b), "switched gradients ON"),
     Mutant("model.zero_grad(set_to_none=True)", lambda m, b: (m.zero_grad(set_to_none=True), my_evaluate(m, b))[1],
            "changed the gradients"),
     Mutant("torch.set_grad_enabled(False) left on", lambda m, b: (torch.set_grad_enabled(False), my_evaluate(m, b))[1],

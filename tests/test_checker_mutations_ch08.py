@@ -202,6 +202,7 @@ def _hf_warper(logits, top_p, min_tokens_to_keep=1):  # out_hf_warper
 TOP_P = [
     Mutant("mass in bfloat16", _low_precision_mass(torch.bfloat16), "bfloat16"),
     Mutant("mass in float16", _low_precision_mass(torch.float16), "float16"),
+    Mutant("mass in float64 (forbidden)", _low_precision_mass(torch.float64), "float64"),
     Mutant("returns float32 for float64", lambda x, p, m=1: my_top_p(x.float(), p, m), "input's dtype"),
     Mutant("transformers' TopPLogitsWarper", _hf_warper, "transformers"),
     Mutant("unstable sort", _nucleus(stable=False), "stable=True"),
@@ -570,6 +571,71 @@ BEAM_CACHE = [
 ]
 
 
+# --- 8.7: beam search with an end token and length normalization --------------------------------------
+def my_beam_search_eos(model, prompt, k, max_new, eos_id, alpha=0.0):
+    beams, finished = [(0.0, list(prompt))], []  # (score, tokens)
+    for _ in range(max_new):
+        ids = torch.tensor([tokens for _, tokens in beams])  # (n, T)
+        logp = model(ids)[:, -1].double().log_softmax(-1)  # (n, V)
+        ranked = sorted(((s + logp[b, w].item(), t + [w])
+                         for b, (s, t) in enumerate(beams)
+                         for w in range(logp.shape[1])),
+                        key=lambda c: -c[0])  # stable: ties in order
+        beams = []
+        for score, tokens in ranked:
+            if len(beams) == k:
+                break  # the k-th hypothesis that goes on: prune the rest
+            ends = tokens[-1] == eos_id
+            (finished if ends else beams).append((score, tokens))
+        if not beams:
+            break
+        if alpha == 0 and len(finished) >= k:  # can a beam still win?
+            if beams[0][0] <= sorted(s for s, _ in finished)[-k]:
+                break
+
+    def normalized(hyp):
+        return hyp[0] / (len(hyp[1]) - len(prompt)) ** alpha
+
+    return sorted(finished + beams, key=normalized, reverse=True)[:k]
+
+
+def _eos_mistake(mistake):
+    return lambda model, prompt, k, n, eos, alpha=0.0: check._eos_beam(model, prompt, k, n, eos, alpha,
+                                                                       mistake=mistake)
+
+
+def _float32_scores(model, prompt, k, n, eos, alpha=0.0):
+    """Right, but scored in float32: ties and near-ties may go the other way."""
+    return my_beam_search_eos(lambda ids: model(ids).half().float(), prompt, k, n, eos, alpha)
+
+
+def _companion_eos(model, prompt, k, n, eos, alpha=0.0):
+    result = decoding.beam_search(model, torch.tensor(prompt), n, k=k, eos_id=eos, length_penalty=alpha)
+    return [(h.score, h.tokens.tolist()) for h in result.hypotheses]
+
+
+BEAM_EOS = [
+    Mutant("end token goes on", _eos_mistake("no end"), "ends with eos_id went on"),
+    Mutant("every finished candidate kept", _eos_mistake("keep every finished"), "kept every candidate that ends"),
+    Mutant("each beam its own best token", _eos_mistake("per beam"), "its own best token"),
+    Mutant("alpha ignored", _eos_mistake("no normalization"), "ignores alpha"),
+    Mutant("length counts the prompt", _eos_mistake("length with prompt"), "counted the prompt"),
+    Mutant("length without the end token", _eos_mistake("length without end"), "left out the end token"),
+    Mutant("normalized scores returned", _eos_mistake("normalized scores"), "returned the normalized scores"),
+    Mutant("early stop with alpha > 0", _eos_mistake("early stop always"), "stop early only when alpha == 0"),
+    Mutant("finished only", _eos_mistake("finished only"), "still alive after max_new"),
+    Mutant("stops at the first finished", _eos_mistake("stop at first finished"), "stopped as soon as one"),
+    Mutant("scores in half precision", _float32_scores),
+    Mutant("the companion's beam_search", _companion_eos, "companion.decoding"),
+    Mutant("returns None", lambda *a, **kw: None, "list of (score, tokens) pairs"),
+    Mutant("returns the tokens only", lambda *a, **kw: [t for _, t in my_beam_search_eos(*a, **kw)], "pair"),
+    Mutant("the prompt left out", lambda m, p, *a: [(s, t[len(p):]) for s, t in my_beam_search_eos(m, p, *a)],
+           "start with the prompt"),
+    Mutant("changes the prompt", lambda m, p, *a: (p.append(0), my_beam_search_eos(m, p[:-1], *a))[1],
+           "changed p in place"),
+]
+
+
 EXERCISES = [
     Exercise(check.greedy_step, my_greedy_step, GREEDY),
     Exercise(check.beam_step, my_beam_step, BEAM),
@@ -577,6 +643,7 @@ EXERCISES = [
     Exercise(check.sample_loop, my_sample, SAMPLE),
     Exercise(check.cached_attention, my_cached_attention, CACHED),
     Exercise(check.cached_beam_search, my_beam_search, BEAM_CACHE),
+    Exercise(check.beam_search_eos, my_beam_search_eos, BEAM_EOS),
 ]
 
 test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

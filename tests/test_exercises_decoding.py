@@ -161,8 +161,8 @@ def test_top_p_filter():
 
 
 def test_top_p_filter_accepts_other_right_answers():
-    """From the most probable token down (the reverse order handles ties), in a loop over the rows,
-    and in float64 arithmetic: each passes."""
+    """From the most probable token down (the reverse order handles ties) and in a loop over the rows:
+    each passes."""
     def from_the_top(logits, top_p, min_tokens_to_keep=1):
         flipped = logits.flip(-1)  # equal logits: the larger id first when sorted descending
         probs, order = flipped.softmax(-1).sort(dim=-1, descending=True, stable=True)
@@ -177,6 +177,27 @@ def test_top_p_filter_accepts_other_right_answers():
     for fn in (from_the_top, row_by_row):
         fb = check.top_p_filter(fn)
         assert fb.passed, (fn.__name__, fb)
+
+
+def test_top_p_filter_refuses_float64_for_float32_logits():
+    """The text asks for the probabilities in the logits' dtype (issue 33: float64 passed)."""
+    def in_float64(logits, top_p, min_tokens_to_keep=1):
+        sorted_logits, order = logits.sort(dim=-1, stable=True)
+        tail = sorted_logits.double().softmax(-1).cumsum(-1)
+        remove = tail <= 1 - top_p
+        remove[:, -min_tokens_to_keep:] = False
+        return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+    def softmax_dtype(logits, top_p, min_tokens_to_keep=1):
+        sorted_logits, order = logits.sort(dim=-1, stable=True)
+        tail = sorted_logits.softmax(-1, dtype=torch.float64).cumsum(-1)
+        remove = tail <= 1 - top_p
+        remove[:, -min_tokens_to_keep:] = False
+        return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+    for fn in (in_float64, softmax_dtype):
+        fb = check.top_p_filter(fn)
+        assert fb.status == "hint" and "float64" in fb.message and fb.kind == "specific", (fn.__name__, fb)
 
 
 def test_top_p_filter_hints():
@@ -334,6 +355,26 @@ def test_cached_beam_search():
 
     fb = check.cached_beam_search(companion_beam)
     assert fb.status == "hint" and "course's own" in fb.message, fb
+
+
+def test_cached_beam_search_accepts_feeding_after_the_last_step():
+    """Feeding the tokens chosen at the last step costs one call more but is right by the text (issue 33)."""
+    def feeds_after_last(model, prompt, n, k):
+        cache = model.new_cache()
+        logits, _ = model(prompt[None], cache=cache)
+        seqs, scores = prompt[None], torch.zeros(1, dtype=logits.dtype)
+        for _ in range(n):
+            logp = logits[:, -1].log_softmax(-1)
+            V = logp.shape[-1]
+            scores, flat = (scores[:, None] + logp).flatten().topk(min(k, logp.numel()))
+            parents, tokens = flat // V, flat % V
+            seqs = torch.cat([seqs[parents], tokens[:, None]], 1)
+            cache.reorder(parents)
+            logits, _ = model(tokens[:, None], cache=cache)
+        return seqs, scores
+
+    fb = check.cached_beam_search(feeds_after_last)
+    assert fb.passed, fb
 
 
 def test_cached_beam_search_references():
@@ -579,3 +620,78 @@ def test_the_models_logs_survive_the_graders_copy_back():
             assert proxy.log == in_kernel.log
             assert [kind for kind, _ in proxy.log].count("reorder") == 2
             assert proxy.log[1] == ("call", ((1, 3), True))
+
+
+def test_beam_search_eos():
+    """8.7: the book's answer passes; a stub is "not attempted"; a branch left as NotImplementedError is
+    reported with its input; junk gets a type message."""
+    from test_checker_mutations_ch08 import my_beam_search_eos
+
+    assert check.beam_search_eos(my_beam_search_eos).passed
+
+    def stub(model, prompt, k, max_new, eos_id, alpha=0.0):
+        raise NotImplementedError
+
+    assert check.beam_search_eos(stub).status == "not attempted"
+
+    def no_alpha_yet(model, prompt, k, max_new, eos_id, alpha=0.0):
+        if alpha:
+            raise NotImplementedError
+        return my_beam_search_eos(model, prompt, k, max_new, eos_id, alpha)
+
+    fb = check.beam_search_eos(no_alpha_yet)
+    assert fb.status == "hint" and "alpha = 1.0" in fb.message and "NotImplementedError" in fb.message, fb
+
+    def without_early_stop(model, prompt, k, max_new, eos_id, alpha=0.0):  # right: the stop saves work only
+        return check._eos_beam(model, prompt, k, max_new, eos_id, 0.5) if False else _no_stop(
+            model, prompt, k, max_new, eos_id, alpha)
+
+    assert check.beam_search_eos(without_early_stop).passed
+    fb = check.beam_search_eos(lambda *a: object())
+    assert fb.status == "hint" and "list of (score, tokens) pairs" in fb.message, fb
+
+
+def _no_stop(model, prompt, k, max_new, eos_id, alpha):
+    beams, finished = [(0.0, list(prompt))], []
+    for _ in range(max_new):
+        logp = model(torch.tensor([t for _, t in beams]))[:, -1].double().log_softmax(-1)
+        cands = sorted(((s + logp[b, w].item(), t + [w]) for b, (s, t) in enumerate(beams)
+                        for w in range(logp.shape[1])), key=lambda c: -c[0])
+        beams = []
+        for s, t in cands:
+            if len(beams) == k:
+                break
+            (finished if t[-1] == eos_id else beams).append((s, t))
+        if not beams:
+            break
+    return sorted(finished + beams, key=lambda c: -c[0] / (len(c[1]) - len(prompt)) ** alpha)[:k]
+
+
+def test_beam_search_eos_reference_is_brute_force_when_the_beam_keeps_everything():
+    """The checker's reference equals exhaustive search when k >= V ** max_new, and the companion's
+    beam_search on every case without exact ties (the companion breaks exact ties in torch.topk's
+    order, not in the (parent, token) order the exercise states: on the tied case it loses a
+    hypothesis that ends at the first step)."""
+    import itertools
+
+    from companion.decoding import beam_search
+
+    for name, model, prompt, k, n, eos, alpha in check._eos_cases():
+        ref = check._eos_beam(model, prompt, k, n, eos, alpha)
+        got = beam_search(model, torch.tensor(prompt), n, k=k, eos_id=eos, length_penalty=alpha, n_best=k)
+        assert name.startswith("exactly tied") or check._same_hypotheses([(h.score, h.tokens.tolist()) for h in got.hypotheses], ref, alpha,
+                                      len(prompt), tol=1e-5), name
+        if k < model.vocab_size ** n:
+            continue
+        every = []
+        for L in range(1, n + 1):
+            for seq in itertools.product(range(model.vocab_size), repeat=L):
+                if eos in seq[:-1] or (seq[-1] != eos and L < n):
+                    continue
+                ids, score = list(prompt), 0.0
+                for w in seq:
+                    score += model(torch.tensor([ids]))[0, -1].double().log_softmax(-1)[w].item()
+                    ids.append(w)
+                every.append((score, ids))
+        every.sort(key=lambda c: -c[0] / (len(c[1]) - len(prompt)) ** alpha)
+        assert check._same_hypotheses(every[:k], ref, alpha, len(prompt)), name

@@ -180,5 +180,49 @@ def test_the_appendix_is_chapter_A():
     assert student.chapters()[-1].name == "appendix_beyond_the_laptop.ipynb"
     assert grade._chapter_argument("a") == "A" and grade._chapter_argument("7") == 7
     chapters = registry.load()
-    assert [ex.number for ex in chapters["A"].exercises] == ["A.1", "A.2"]
+    assert [ex.number for ex in chapters["A"].exercises] == ["A.1", "A.2", "A.3", "A.4"]
     assert chapters["A"].module == "companion.exercises.distributed"
+
+
+def test_accumulation_and_amp_step():
+    """A.3 and A.4: the appendix's answers pass, stubs are "not attempted", a branch left as
+    NotImplementedError is reported with its input, and the A.4 check really overflows once."""
+    from test_checker_mutations_appendix import my_accumulated_step, my_amp_step
+
+    assert check.accumulation(my_accumulated_step).passed
+    assert check.amp_step(my_amp_step).passed
+
+    def stub(*args):
+        raise NotImplementedError
+
+    assert check.accumulation(stub).status == "not attempted"
+    assert check.amp_step(stub).status == "not attempted"
+
+    def many_not_written(model, opt, loss_fn, micro_batches):
+        if len(micro_batches) > 2:
+            raise NotImplementedError
+        return my_accumulated_step(model, opt, loss_fn, micro_batches)
+
+    fb = check.accumulation(many_not_written)
+    assert fb.status == "hint" and "3, 5, 1 rows" in fb.message and "NotImplementedError" in fb.message, fb
+
+    def equal_weights_right_when_equal(model, opt, loss_fn, micro_batches):  # right for equal sizes only
+        opt.zero_grad()
+        for x, y in micro_batches:
+            (loss_fn(model, x, y) / len(micro_batches)).backward()
+        opt.step()
+        return 0.0
+
+    fb = check.accumulation(equal_weights_right_when_equal)
+    assert fb.status == "hint" and "averaged the micro-batches' mean losses" in fb.message, fb
+
+    import torch
+    from torch import nn
+
+    rows, kind, seed, scale, max_norm = check._AMP_CASES[-1]
+    assert scale is None  # the overflowing case: the reference skips the step and halves the scale
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+    weights, _, scaler = check._accumulated(seed, kind, check._micro_batches(seed, (rows,)), amp=torch.bfloat16,
+                                            max_norm=max_norm, scaler=scaler, overflow=True)
+    assert torch.equal(weights, check._flat(check._Recorder(seed).net)) and scaler.get_scale() == 2.0 ** 15
+    assert isinstance(check._Recorder(seed), nn.Module)

@@ -346,3 +346,23 @@ def test_companion_versions_agree_with_the_references():
     batches = check._eval_batches(3, ((2, 5), (1, 7)))
     assert held_out_loss(model, batches) == pytest.approx(evaluate_by_token(model, batches), rel=1e-5)
     assert model.training
+
+
+def test_gpt_forward_and_evaluate_catch_what_the_red_team_passed():
+    """Issue 33: 7.2 with positions written for one length, 7.6 forcing grad mode on at the end."""
+    import torch
+    from test_checker_mutations_ch07 import _fixed_positions, my_evaluate, my_gpt_forward
+
+    assert check.gpt_forward(my_gpt_forward).passed
+    fb = check.gpt_forward(lambda m, i: _fixed_positions(m, i, 8))
+    assert fb.status == "hint" and "(B, T) = (2, 7)" in fb.message and "do not write a length" in fb.message, fb
+
+    def forces_grad_on(model, batches):
+        value = my_evaluate(model, batches)
+        torch.set_grad_enabled(True)
+        return value
+
+    assert check.evaluate(my_evaluate).passed
+    fb = check.evaluate(forces_grad_on)
+    assert fb.status == "hint" and "switched gradients ON" in fb.message, fb
+    assert torch.is_grad_enabled()

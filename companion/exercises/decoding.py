@@ -6,6 +6,7 @@
 * Exercise 8.4 :func:`sample_loop` — a sampling loop with temperature, top-k and top-p;
 * Exercise 8.5 :func:`cached_attention` — one head's attention with a KV cache, by hand;
 * Exercise 8.6 :func:`cached_beam_search` — beam search on a GPT's KV cache, with ``reorder``.
+* Exercise 8.7 :func:`beam_search_eos` — beam search with an end token and length normalization.
 """
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import math
 import torch
 
 from . import rules
-from ._core import checker, close, describe, first_difference, hint, passed, require_tensor
+from ._core import StudentError, checker, close, describe, first_difference, hint, passed, require_tensor
 
-__all__ = ["greedy_step", "beam_step", "top_p_filter", "sample_loop", "cached_attention", "cached_beam_search"]
+__all__ = ["greedy_step", "beam_step", "top_p_filter", "sample_loop", "cached_attention", "cached_beam_search",
+           "beam_search_eos"]
 
 
 # ------------------------------------------------------------------------------- Exercise 8.1
@@ -372,6 +374,33 @@ def _same_filter(a, b):
         ((a == b) | (torch.isneginf(a) & torch.isneginf(b))).all())
 
 
+class _Float64Watch(torch.overrides.TorchFunctionMode):
+    """Notes whether any torch call made while it is active returned a float64 tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.float64 = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
+                self.float64 = True
+        return out
+
+
+_FLOAT64_HINT = ("on float32 logits your code computes in float64 (.double(), dtype=torch.float64, or a float64 "
+                 "tensor mixed in), which the exercise forbids: compute the probabilities in the logits' own dtype, "
+                 "as Hugging Face's filter does, so that a row whose boundary lies within float32's rounding of "
+                 "top_p is decided as there.")
+
+
+def _source_float64(fn) -> bool:
+    """The source converts to float64 (for the grader, where the calls run in another process)."""
+    f = rules.facts(fn)
+    return bool({"double", "float64"} & (set(f.attributes) | set(f.names)))
+
+
 @checker("Exercise 8.3")
 def top_p_filter(my_top_p) -> None:
     """``my_top_p(logits, top_p, min_tokens_to_keep=1)``: logits (B, V) -> (B, V), ``-inf``
@@ -379,8 +408,11 @@ def top_p_filter(my_top_p) -> None:
     ties and ``min_tokens_to_keep`` exactly as there. Compared with :func:`_hf_top_p`."""
     cases, answers = _top_p_cases(), []
     for x, p, m in cases:
-        with rules.watch() as seen:
+        watch64 = _Float64Watch()
+        with rules.watch() as seen, watch64:
             got = my_top_p(x.clone(), p, m) if m != 1 else my_top_p(x.clone(), p)
+        if x.dtype == torch.float32 and (watch64.float64 or rules.is_remote(my_top_p) and _source_float64(my_top_p)):
+            hint(_FLOAT64_HINT)
         if seen.used_module("transformers"):
             hint("your code calls Hugging Face's transformers (its TopPLogitsWarper): the exercise is to write the "
                  "filter yourself, with torch.")
@@ -975,7 +1007,9 @@ def cached_beam_search(my_beam_search) -> None:
         ok_tokens = torch.equal(seqs, right_seqs)
         ok_scores = close(scores, right_scores, rtol=1e-6, atol=1e-5)
         if ok_tokens and ok_scores:
-            if fed[0] != (1, T) or any(shape[1] != 1 for shape in fed[1:]) or len(fed) != n:
+            # n calls, or n + 1 when the tokens chosen at the last step are fed too (one call more than
+            # needed, but right by the text, which does not forbid it)
+            if fed[0] != (1, T) or any(shape[1] != 1 for shape in fed[1:]) or len(fed) not in (n, n + 1):
                 hint(f"the beams are right, but the calls fed {fed}: feed the prompt once, (1, T), then only the "
                      "newest token of each beam, (n_beams, 1), once per step: that is what the cache is for.")
             continue
@@ -1018,3 +1052,249 @@ def cached_beam_search(my_beam_search) -> None:
              f"{first_difference(seqs, right_seqs, 'seqs')}.", generic=True)
     passed("the prompt fed once, then one token per beam, with the cache reordered to the surviving beams: the "
            "same beams and scores as search without a cache, and the exact best sequences where k covers all.")
+
+
+def _answers_elsewhere(exc, call, others, _names, first: str) -> None:
+    """The first case raised NotImplementedError: if the function answers any other case, the raise is
+    one branch not written yet (reported with the first case's input); if not, it is "not attempted"."""
+    if not isinstance(getattr(exc, "error", None), NotImplementedError):
+        raise exc
+    for case in others:
+        try:
+            call(case)
+        except Exception:  # noqa: BLE001 - the student's code on another case: only whether it answers
+            continue
+        hint(f"{first}, your code raised NotImplementedError, although it answers other cases: a branch of "
+             "it is not written yet.")
+    raise exc
+
+
+def _one_branch_missing(exc, where: str) -> None:
+    """A ``NotImplementedError`` after the student's function already answered other cases: a branch
+    not written yet, reported with its input (not "not attempted"). Re-raises anything else."""
+    if isinstance(getattr(exc, "error", None), NotImplementedError):
+        hint(f"{where}, your code raised NotImplementedError, although it answered the cases before: "
+             "a branch of it is not written yet.")
+    raise exc
+
+
+# ------------------------------------------------------------------------------- Exercise 8.7
+class _TableLM:
+    """A language model given by a table: the logits at position t depend on t and on the token there.
+
+    ``kind``: "random" (normal logits), "ties" (integer logits: many candidates tie exactly),
+    "eos first" (the end token is by far the most probable at the first step), "eos never" (the end
+    token has probability about e^-40). Called on ids (B, T) it returns float32 logits (B, T, V).
+    """
+
+    def __init__(self, V, seed, kind="random", eos_id=0, T=12):
+        g = torch.Generator().manual_seed(seed)
+        if kind == "ties":
+            self.table = torch.randint(-1, 2, (T, V, V), generator=g).float()
+        else:
+            self.table = torch.randn(T, V, V, generator=g) * 1.5  # (position, token there, next token)
+        if kind == "eos first":
+            self.table[:, :, eos_id] -= 1.0
+            self.table[:4, :, eos_id] = 8.0  # ending now is by far the most probable
+        if kind == "eos never":
+            self.table[:, :, eos_id] = -40.0
+        self.vocab_size = V
+
+    def __call__(self, ids):
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point():
+            raise TypeError(f"the model takes integer ids of shape (B, T), got {describe(ids)}")
+        B, T = ids.shape
+        if T > self.table.shape[0]:
+            raise ValueError(f"this model reads at most {self.table.shape[0]} positions (got {T})")
+        return self.table[torch.arange(T), ids]  # (B, T, V)
+
+
+def _eos_beam(model, prompt, k, max_new, eos_id, alpha=0.0, *, mistake=None):
+    """The chapter's beam search with an end token and length normalization, or one mistake."""
+    beams, finished = [(0.0, list(prompt))], []
+    for _ in range(max_new):
+        ids = torch.tensor([tokens for _, tokens in beams])
+        logp = model(ids)[:, -1].double().log_softmax(-1)  # (n_beams, V)
+        V = logp.shape[1]
+        if mistake == "per beam":  # each beam extended by its own best token only
+            candidates = []
+            for b, (s, t) in enumerate(beams):
+                w = int(logp[b].argmax())
+                candidates.append((s + logp[b, w].item(), t + [w]))
+        else:
+            candidates = [(s + logp[b, w].item(), t + [w]) for b, (s, t) in enumerate(beams) for w in range(V)]
+        candidates.sort(key=lambda c: -c[0])  # stable: ties keep the (parent, token) order
+        beams = []
+        for s, t in candidates:
+            if len(beams) == k and mistake != "keep every finished":
+                break
+            ended = t[-1] == eos_id and mistake != "no end"
+            if ended:
+                finished.append((s, t))
+            elif len(beams) < k:
+                beams.append((s, t))
+        if mistake == "stop at first finished" and finished:
+            beams = []
+        if not beams:
+            break
+        if (alpha == 0 or mistake == "early stop always") and len(finished) >= k:
+            kth = sorted(s for s, _ in finished)[-k]
+            if beams[0][0] <= kth:
+                break
+    n0 = len(prompt)
+
+    def length(t):
+        if mistake == "length with prompt":
+            return len(t)
+        if mistake == "length without end":
+            return max(len(t) - n0 - (t[-1] == eos_id), 1)
+        return len(t) - n0
+
+    a = 0.0 if mistake == "no normalization" else alpha
+    pool = finished if mistake == "finished only" and finished else finished + beams
+    ranked = sorted(pool, key=lambda c: -(c[0] / length(c[1]) ** a))[:k]
+    if mistake == "normalized scores":
+        return [(s / length(t) ** alpha, t) for s, t in ranked]
+    return ranked
+
+
+def _eos_cases():
+    """(name of the class, model, prompt, k, max_new, eos_id, alpha)."""
+    cases = []
+    for i, (kind, V, k, n, eos, alpha, prompt, *seed) in enumerate([
+            ("random", 5, 2, 4, 0, 0.0, [1]),
+            ("random", 5, 3, 4, 4, 1.0, [2, 3]),
+            ("ties", 4, 2, 3, 1, 0.0, [0]),
+            ("ties", 4, 3, 3, 0, 0.7, [2, 2, 1]),
+            ("random", 6, 1, 5, 2, 0.0, [3]),
+            ("random", 6, 1, 5, 2, 1.0, [3]),
+            ("eos first", 5, 2, 4, 3, 0.0, [1]),
+            ("eos first", 5, 3, 4, 3, 1.0, [0, 4]),
+            ("eos never", 5, 3, 3, 0, 1.0, [1]),
+            ("random", 4, 16, 2, 3, 0.5, [1]),  # k = V^2: every hypothesis kept, brute force
+            ("random", 7, 4, 6, 5, 0.0, [6, 1, 2]),
+            ("eos first", 4, 3, 5, 0, 0.7, [1], 3),  # an early stop with alpha > 0 loses a hypothesis here
+    ]):
+        name = {"ties": "exactly tied scores", "eos first": "the end token first",
+                "eos never": "an end token that never comes"}.get(kind, "random logits")
+        if k == 1:
+            name = "a beam of 1 (greedy)"
+        elif k >= V ** n:
+            name = "a beam wide enough to keep every hypothesis (brute force)"
+        name += f" (V = {V}, k = {k}, max_new = {n}, eos_id = {eos}, alpha = {alpha}, prompt {prompt})"
+        cases.append((name, _TableLM(V, seed[0] if seed else 870 + i, kind, eos), prompt, k, n, eos, alpha))
+    return cases
+
+
+def _as_hypotheses(got, call):
+    """The student's answer as [(score: float, tokens: tuple of ints)], or a hint."""
+    if not isinstance(got, (list, tuple)):
+        hint(f"{call} returned {describe(got)}: return a list of (score, tokens) pairs, best first.")
+    out = []
+    for item in got:
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            hint(f"{call} returned a list holding {describe(item)}: each entry must be a pair (score, tokens).")
+        score, tokens = item
+        if isinstance(score, torch.Tensor) and score.numel() == 1 and not score.is_meta:
+            score = score.item()
+        if isinstance(tokens, torch.Tensor) and not tokens.is_meta and tokens.dim() == 1:
+            tokens = tokens.tolist()
+        try:
+            score = float(score)
+            if isinstance(tokens, (str, bytes)) or any(isinstance(t, float) or isinstance(t, bool) for t in tokens):
+                raise TypeError
+            tokens = tuple(int(t) for t in tokens)
+        except Exception:  # noqa: BLE001 - anything that is not numbers
+            hint(f"{call} returned an entry ({describe(item)}) that is not a pair (score: a number, tokens: a list "
+                 "of token ids).")
+        out.append((score, tokens))
+    return out
+
+
+def _same_hypotheses(got, right, alpha, n0, tol=1e-6):
+    """Equal lists, allowing any order among hypotheses of equal normalized score."""
+    if len(got) != len(right):
+        return False
+
+    def key(c):
+        return c[0] / max(len(c[1]) - n0, 1) ** alpha
+
+    if not all(math.isclose(key(a), key(b), rel_tol=tol, abs_tol=tol) for a, b in zip(got, right)):
+        return False
+    if not all(math.isclose(a[0], b[0], rel_tol=tol, abs_tol=tol) for a, b in zip(got, right)):
+        return False
+    return sorted(tuple(t) for _, t in got) == sorted(tuple(t) for _, t in right)
+
+
+_EOS_MISTAKES = [
+    ("no end", "a hypothesis that ends with eos_id went on: a candidate whose last token is eos_id is finished, "
+               "it is set aside (among the finished ones) and never extended."),
+    ("keep every finished", "you kept every candidate that ends, also those ranked below the k-th hypothesis that "
+                            "goes on: going down the candidates from the best, stop as soon as k hypotheses go on; "
+                            "a finished candidate after that point is pruned like the others."),
+    ("per beam", "each beam was extended by its own best token only: score every token after every beam and "
+                 "rank all those candidates together."),
+    ("no normalization", "the final ranking ignores alpha: rank the hypotheses by score / length ** alpha, with "
+                         "length the number of generated tokens, the end token included."),
+    ("length with prompt", "the length in score / length ** alpha counted the prompt: it counts the generated "
+                           "tokens only (the end token included)."),
+    ("length without end", "the length in score / length ** alpha left out the end token: count it."),
+    ("normalized scores", "you returned the normalized scores: rank by score / length ** alpha, but return each "
+                          "hypothesis's raw summed log-probability."),
+    ("early stop always", "you stopped early with alpha > 0: divided by a larger length, a longer hypothesis can "
+                          "still overtake a finished one, so stop early only when alpha == 0."),
+    ("finished only", "the hypotheses still alive after max_new steps are missing: when the search runs out of "
+                      "steps, they compete with the finished ones in the final ranking."),
+    ("stop at first finished", "you stopped as soon as one hypothesis finished: the search goes on while beams "
+                               "that go on remain (and, with alpha == 0, one of them can still beat the k-th "
+                               "finished one)."),
+]
+
+
+@checker("Exercise 8.7")
+def beam_search_eos(my_beam_search_eos) -> None:
+    """``my_beam_search_eos(model, prompt, k, max_new, eos_id, alpha=0.0)`` -> [(score, tokens)], best first.
+
+    Compared with :func:`_eos_beam` on table models of every class in :func:`_eos_cases`.
+    """
+    cases = _eos_cases()
+    answers = []
+    for name, model, prompt, k, n, eos, alpha in cases:
+        call = f"my_beam_search_eos(model, {prompt}, k={k}, max_new={n}, eos_id={eos}, alpha={alpha})"
+        given = list(prompt)
+        try:
+            with rules.watch() as seen:
+                got = my_beam_search_eos(model, given, k, n, eos, alpha)
+        except StudentError as exc:
+            if not answers:
+                _answers_elsewhere(exc, lambda c: my_beam_search_eos(c[1], list(c[2]), *c[3:]), cases[1:],
+                                   lambda c: f"on {c[0]}", name)
+            _one_branch_missing(exc, f"on {name}")
+        if seen.used_module("companion.decoding"):
+            hint("your code runs companion.decoding (the course's beam_search): the exercise is to write the "
+                 "search yourself.")
+        if given != list(prompt):
+            hint("your function changed the prompt list it was given: build new lists (tokens + [w]).")
+        answers.append(_as_hypotheses(got, call))
+    for (name, model, prompt, k, n, eos, alpha), got in zip(cases, answers):
+        right = _eos_beam(model, prompt, k, n, eos, alpha)
+        if _same_hypotheses(got, right, alpha, len(prompt)):
+            continue
+        if got and all(not t[: len(prompt)] == tuple(prompt) for _, t in got):
+            hint(f"on {name}: every token list must start with the prompt, then the generated tokens.")
+        for mistake, message in _EOS_MISTAKES:
+            explained = all(_same_hypotheses(a, _eos_beam(m, p, kk, nn, e, al, mistake=mistake), al, len(p))
+                            for (_, m, p, kk, nn, e, al), a in zip(cases, answers))
+            if explained:
+                hint(message)
+        for mistake, message in _EOS_MISTAKES:
+            if _same_hypotheses(got, _eos_beam(model, prompt, k, n, eos, alpha, mistake=mistake), alpha, len(prompt)):
+                hint(f"on {name}: {message}")
+        if len(got) != len(right):
+            hint(f"on {name}: expected the {len(right)} best hypotheses, got {len(got)} (return the k best of the "
+                 "finished ones and those still alive, fewer only if fewer exist).", generic=True)
+        hint(f"on {name}: expected {[(round(s, 4), list(t)) for s, t in right]}, got "
+             f"{[(round(s, 4), list(t)) for s, t in got]}.", generic=True)
+    passed("finished hypotheses set aside by the chapter's rule, the final ranking by score / length ** alpha, "
+           "early stop only with alpha = 0: the same hypotheses on every class (ties, k = 1, the end token first "
+           "and never, a beam wide enough for brute force).")

@@ -24,7 +24,7 @@ from torch import nn
 
 from ._core import StudentError, checker, close, describe, hint, passed
 
-__all__ = ["activation_bytes", "data_parallel", "SimulatedGroup"]
+__all__ = ["activation_bytes", "data_parallel", "SimulatedGroup", "accumulation", "amp_step"]
 
 
 # --------------------------------------------------------------------- A.1 activation memory
@@ -470,3 +470,303 @@ def data_parallel(fn):
              generic=True)
     passed("your processes train exactly like one process on the whole batch, with SGD, momentum "
            "and Adam, on 2 and 3 processes.")
+
+
+def _answers_elsewhere(exc, call, others, _names, first: str) -> None:
+    """The first case raised NotImplementedError: if the function answers any other case, the raise is
+    one branch not written yet (reported with the first case's input); if not, it is "not attempted"."""
+    if not isinstance(getattr(exc, "error", None), NotImplementedError):
+        raise exc
+    for case in others:
+        try:
+            call(case)
+        except Exception:  # noqa: BLE001 - the student's code on another case: only whether it answers
+            continue
+        hint(f"{first}, your code raised NotImplementedError, although it answers other cases: a branch of "
+             "it is not written yet.")
+    raise exc
+
+
+def _one_branch_missing(exc, where: str) -> None:
+    """A ``NotImplementedError`` after the student's function already answered other cases: a branch
+    not written yet, reported with its input (not "not attempted"). Re-raises anything else."""
+    if isinstance(getattr(exc, "error", None), NotImplementedError):
+        hint(f"{where}, your code raised NotImplementedError, although it answered the cases before: "
+             "a branch of it is not written yet.")
+    raise exc
+
+
+# --------------------------------------------------------------------- A.3 gradient accumulation
+class _Recorder(nn.Module):
+    """The check's model: a small MLP (no dropout) whose forward notes, in a plain string (the
+    grader copies plain attributes back), the number of rows and whether autocast was on and in
+    which dtype: "rows:autocast-dtype;"."""
+
+    def __init__(self, seed: int, overflow: bool = False):
+        super().__init__()
+        self.net = _model(seed)
+        self.log_text = ""
+        self.overflow = overflow  # the first layer's gradients 1e38 times too large: scaled, they overflow
+
+    def forward(self, x):
+        on = torch.is_autocast_enabled("cpu")
+        self.log_text += f"{x.shape[0]}:{str(torch.get_autocast_dtype('cpu')) if on else 'off'};"
+        h = self.net[0](x)
+        if self.overflow:
+            h = _GradTimes.apply(h)
+        return self.net[2](self.net[1](h))
+
+    def calls(self) -> list:
+        return [e.split(":") for e in self.log_text.split(";")[:-1] if ":" in e]
+
+    def scale_after(self, scaler) -> float:
+        """The scale after the student's scaler.update() (noted by :class:`_LoggedScaler`, so that it
+        comes back from the grader's kernel with the model), else the scaler's own."""
+        noted = [e for e in self.log_text.split(";") if e.startswith("scale=")]
+        return float(noted[-1][6:]) if noted else scaler.get_scale()
+
+
+class _GradTimes(torch.autograd.Function):
+    """The identity, whose backward multiplies the gradient by 1e38."""
+
+    @staticmethod
+    def forward(ctx, h):
+        return h.view_as(h)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 1e38
+
+
+class _LoggedScaler(torch.amp.GradScaler):
+    """``torch.amp.GradScaler("cpu")`` that notes its scale in the model's log after each update."""
+
+    def __init__(self, owner: nn.Module, init_scale: float):
+        super().__init__("cpu", init_scale=init_scale)
+        self.owner = owner
+
+    def update(self, new_scale=None):
+        super().update(new_scale)
+        self.owner.log_text += f"scale={self.get_scale()};"
+
+
+def _micro_batches(seed: int, sizes) -> list:
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(n, 4, generator=g), torch.randint(3, (n,), generator=g)) for n in sizes]
+
+
+def _accumulated(seed, kind, micro, *, mistake=None, amp=None, max_norm=None, scaler=None, overflow=False):
+    """The reference step (or one mistake) on a fresh model: returns (weights, returned loss, scaler)."""
+    model = _Recorder(seed, overflow)
+    opt = _optimizer(kind, model.parameters())
+    _stale(model)
+    N = sum(len(y) for _, y in micro)
+    if mistake != "no zero_grad":
+        opt.zero_grad()
+    total = 0.0
+    for i, (x, y) in enumerate(micro):
+        if mistake == "zero_grad inside":
+            opt.zero_grad()
+        with torch.autocast("cpu", dtype=amp, enabled=amp is not None and mistake != "no autocast"):
+            loss = _loss(model, x, y)
+        weight = {"mean of means": 1 / len(micro), "summed": 1.0}.get(mistake, len(y) / N)
+        scaled = loss * weight
+        (scaler.scale(scaled) if scaler is not None and mistake != "no scale" else scaled).backward()
+        total += loss.item() * len(y)
+        if mistake == "step each":
+            opt.step()
+            opt.zero_grad()
+    if scaler is not None and mistake not in ("no unscale",):
+        scaler.unscale_(opt)
+    if max_norm is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if mistake != "step each":
+        if scaler is not None and mistake != "optimizer step":
+            scaler.step(opt)
+        else:
+            opt.step()
+    if scaler is not None and mistake != "no update":
+        scaler.update()
+    return _flat(model.net), total / N, scaler
+
+
+def _stale(model) -> None:
+    """The caller's leftover gradients (a step must start by clearing them)."""
+    g = torch.Generator().manual_seed(99)
+    for p in model.parameters():
+        p.grad = torch.randn(p.shape, generator=g)
+
+
+_ACCUMULATION_MISTAKES = [
+    ("mean of means", "you averaged the micro-batches' mean losses (each weighs 1 / number of micro-batches): "
+                      "with micro-batches of different sizes that weighs their rows unequally. Weight each mean "
+                      "loss by its share of the rows, len(y) / N, before backward()."),
+    ("summed", "you added the micro-batches' gradients without weighting them: the step's gradient is that of "
+               "the mean over all N rows, so scale each micro-batch's mean loss by len(y) / N."),
+    ("step each", "you stepped after every micro-batch: accumulate the gradients of all of them, then take ONE "
+                  "optimizer step."),
+    ("no zero_grad", "the gradients the caller left in .grad were added to yours: call optimizer.zero_grad() "
+                     "(or model.zero_grad()) once, before the first backward()."),
+    ("zero_grad inside", "you cleared the gradients before every micro-batch, so only the last one counted: clear "
+                         "them once, before the loop."),
+]
+
+
+def _returned_loss(got, want, call):
+    from ._core import as_number
+    value = as_number(got, call)
+    if not math.isclose(value, want, rel_tol=1e-4, abs_tol=1e-6):
+        hint(f"{call} returned {value:.6g}; expected the mean loss over all the rows of the step, {want:.6g} "
+             "(each micro-batch's mean loss times its number of rows, summed, divided by the total).")
+
+
+_ACC_CASES = [  # micro-batch sizes, optimizer, seed
+    ((3, 5, 1), "sgd", 40),
+    ((7,), "sgd", 41),  # one micro-batch: the plain step
+    ((1, 1, 1, 1), "momentum", 42),
+    ((2, 6, 3), "adam", 43),
+    ((4, 4), "sgd", 44),
+]
+
+
+@checker("Exercise A.3")
+def accumulation(fn):
+    """``fn(model, optimizer, loss_fn, micro_batches) -> float``: one optimizer step on the gradient of
+    the mean loss over all the rows of the micro-batches, equal to one step on their concatenation."""
+    for sizes, kind, seed in _ACC_CASES:
+        micro = _micro_batches(seed, sizes)
+        model = _Recorder(seed)
+        opt = _optimizer(kind, model.parameters())
+        _stale(model)
+        given = [(x.clone(), y.clone()) for x, y in micro]
+        model.train()
+        try:
+            got = fn(model, opt, _loss, given)
+        except StudentError as exc:
+            if (sizes, kind, seed) == _ACC_CASES[0]:
+                _answers_elsewhere(exc, lambda c: fn(_Recorder(c[2]), _optimizer(c[1], _Recorder(c[2]).parameters()),
+                                                      _loss, _micro_batches(c[2], c[0])), _ACC_CASES[1:], None,
+                                   f"on micro-batches of {', '.join(map(str, sizes))} rows ({kind})")
+            _one_branch_missing(exc, f"on micro-batches of {', '.join(map(str, sizes))} rows ({kind})")
+        where = f"on micro-batches of {', '.join(map(str, sizes))} rows ({kind})"
+        if any(not (torch.equal(a, c) and torch.equal(b, d)) for (a, b), (c, d) in zip(given, micro)):
+            hint("your function changed the micro-batches it was given: leave x and y as they are.")
+        if not model.training:
+            hint("the model was left in evaluation mode: an accumulated step changes no mode.")
+        want_w, want_loss, _ = _accumulated(seed, kind, micro)
+        # the reference: one step on the whole batch, independent of the accumulation written above
+        whole = _Recorder(seed)
+        whole_opt = _optimizer(kind, whole.parameters())
+        whole_opt.zero_grad()
+        _loss(whole, torch.cat([x for x, _ in micro]), torch.cat([y for _, y in micro])).backward()
+        whole_opt.step()
+        assert close(want_w, _flat(whole.net), rtol=1e-5, atol=1e-6)
+        rows = [int(c[0]) for c in model.calls()]
+        if sorted(rows) == [sum(sizes)] and len(sizes) > 1:
+            hint("you ran the model on all the rows at once: the point of accumulation is to run one "
+                 "micro-batch at a time (the whole batch would not fit), and add their gradients.")
+        got_w = _flat(model.net)
+        if not torch.isfinite(got_w).all():
+            hint(f"{where}, the weights became inf or NaN.")
+        if not close(got_w, want_w, rtol=1e-4, atol=1e-6):
+            for mistake, message in _ACCUMULATION_MISTAKES:
+                if close(got_w, _accumulated(seed, kind, micro, mistake=mistake)[0], rtol=1e-4, atol=1e-6):
+                    hint(f"{where}: {message}")
+            if close(got_w, _flat(_Recorder(seed).net)):
+                hint(f"{where}, the weights did not change: take one optimizer step after the micro-batches.")
+            hint(f"{where}, the weights after your step differ from one step on the whole batch of "
+                 f"{sum(sizes)} rows.", generic=True)
+        _returned_loss(got, want_loss, "my_accumulated_step(...)")
+    passed("one step on micro-batches of 1 to 7 rows equals one step on the whole batch, with SGD, momentum "
+           "and Adam, the caller's old gradients cleared, and the mean loss over all rows returned.")
+
+
+# --------------------------------------------------------------------- A.4 a mixed-precision step
+_AMP_MISTAKES = [
+    ("no scale", "the loss was not scaled before backward(): call scaler.scale(loss).backward(), or "
+                 "scaler.unscale_ divides gradients that were never multiplied."),
+    ("no unscale", "you clipped the scaled gradients: call scaler.unscale_(optimizer) before "
+                   "clip_grad_norm_, so that max_norm applies to the true gradient."),
+    ("optimizer step", "you called the optimizer's step() yourself: scaler.step(optimizer) skips the step when "
+                       "a gradient overflowed to inf or NaN (and unscales if you did not)."),
+    ("no update", "scaler.update() is missing: after an overflow the scale must be halved (and grown after a "
+                  "run of good steps), once per step, after scaler.step."),
+    ("no autocast", "the forward pass ran without autocast: run model(x) and the loss under "
+                    "torch.autocast('cpu', dtype=dtype)."),
+    ("no zero_grad", _ACCUMULATION_MISTAKES[3][1]),
+]
+
+_AMP_CASES = [  # rows, optimizer, seed, initial scale (None: a gradient overflows), max_norm
+    (5, "sgd", 50, 2.0 ** 10, 0.5),
+    (1, "momentum", 51, 2.0 ** 16, 10.0),
+    (7, "adam", 52, 2.0 ** 8, 1.0),
+    (3, "sgd", 53, None, 1.0),  # a scaled gradient overflows: the step must be skipped, the scale halved
+]
+
+
+@checker("Exercise A.4")
+def amp_step(fn):
+    """``fn(model, opt, scaler, loss_fn, x, y, max_norm, dtype=torch.bfloat16) -> float``: one training
+    step in mixed precision: forward under autocast, scaled backward, unscale_, clip, scaler.step,
+    scaler.update; returns the loss."""
+    for rows, kind, seed, scale, max_norm in _AMP_CASES:
+        micro = _micro_batches(seed, (rows,))
+        overflow = scale is None
+        if overflow:
+            scale = 2.0 ** 16
+        model = _Recorder(seed, overflow)
+        opt = _optimizer(kind, model.parameters())
+        _stale(model)
+        scaler = _LoggedScaler(model, scale)
+        where = (f"on a batch of {rows} rows ({kind}, initial scale {scale:g}"
+                 + (", where a scaled gradient overflows to inf" if overflow else "") + ")")
+        grad_mode = torch.is_grad_enabled()
+        try:
+            got = fn(model, opt, scaler, _loss, micro[0][0].clone(), micro[0][1].clone(), max_norm, torch.bfloat16)
+        except StudentError as exc:
+            if seed == _AMP_CASES[0][2]:
+                raise
+            _one_branch_missing(exc, where)
+        if torch.is_autocast_enabled("cpu"):
+            torch.set_autocast_enabled("cpu", False)
+            hint("autocast is still on after your function: use it as a context manager, "
+                 "`with torch.autocast('cpu', dtype=dtype):`, around the forward pass only.")
+        if torch.is_grad_enabled() != grad_mode:
+            torch.set_grad_enabled(grad_mode)
+            hint("your function changed the grad mode it was called in: leave it as it was.")
+        calls = model.calls()
+        got_scale = model.scale_after(scaler)
+        if not calls:
+            hint("your function never called the model.")
+        if any(dtype == "off" for _, dtype in calls):
+            hint(_AMP_MISTAKES[4][1])
+        if any(dtype != str(torch.bfloat16) for _, dtype in calls):
+            hint("the forward pass ran under autocast in another dtype: use the `dtype` argument "
+                 "(torch.autocast('cpu', dtype=dtype)).")
+        ref_scaler = torch.amp.GradScaler("cpu", init_scale=scale)
+        want_w, want_loss, _ = _accumulated(seed, kind, micro, amp=torch.bfloat16, max_norm=max_norm,
+                                            scaler=ref_scaler, overflow=overflow)
+        got_w = _flat(model.net)
+        if not (close(got_w, want_w, rtol=1e-4, atol=1e-6) and got_scale == ref_scaler.get_scale()):
+            for mistake, message in _AMP_MISTAKES:
+                s = torch.amp.GradScaler("cpu", init_scale=scale)
+                try:
+                    w, _, s = _accumulated(seed, kind, micro, mistake=mistake, amp=torch.bfloat16,
+                                           max_norm=max_norm, scaler=s, overflow=overflow)
+                except (AssertionError, RuntimeError):  # a mistake the scaler itself refuses
+                    continue
+                if close(got_w, w, rtol=1e-4, atol=1e-6, equal_nan=True) and got_scale == s.get_scale():
+                    hint(f"{where}: {message}")
+            if not torch.isfinite(got_w).all():
+                hint(f"{where}, the weights became inf or NaN: a step whose gradients overflowed must be "
+                     "skipped, which scaler.step(optimizer) does.")
+            if got_scale != ref_scaler.get_scale():
+                hint(f"{where}, the scaler's scale is {got_scale:g} after your step, expected "
+                     f"{ref_scaler.get_scale():g}: scaler.update() once, after scaler.step(optimizer).")
+            hint(f"{where}, the weights after your step differ from the reference mixed-precision step.",
+                 generic=True)
+        if not overflow:
+            _returned_loss(got, want_loss, "my_amp_step(...)")
+    passed("autocast around the forward pass, the scaled loss, unscale_ before clipping, scaler.step and "
+           "scaler.update: the reference step under SGD, momentum and Adam, and a step skipped (scale halved) "
+           "on overflow.")

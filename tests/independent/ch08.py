@@ -663,6 +663,7 @@ CASES += junk_cases(MODULE, {
     "8.4": ("sample_loop", "my_sample", "model, ids, n, temperature=1.0, top_k=None, top_p=None, generator=None"),
     "8.5": ("cached_attention", "my_cached_attention", "q_new, k_new, v_new, cache"),
     "8.6": ("cached_beam_search", "my_beam_search", "model, prompt, n, k"),
+    "8.7": ("beam_search_eos", "my_beam_search_eos", "model, prompt, k, max_new, eos_id, alpha=0.0"),
 })
 
 
@@ -1651,7 +1652,7 @@ def my_beam_search(model, prompt, n, k):
         cache.reorder(parents)
     return seqs, scores
 """)
-cb("out_extra_final_feed", "wrong", "arguable: feeds the last step's tokens too, after the search is over (n token feeds, not n - 1); the text says 'feed the prompt once and then one token per beam'", _cb(
+cb("out_extra_final_feed", "right", "feeds the last step's tokens too, after the search is over (n token feeds, not n - 1): one call more than needed, but the text does not forbid it (issue 33: accepted)", _cb(
     """        if step < n - 1:
             cache.reorder(parents)
             logits, _ = model(tokens[:, None], cache=cache)""",
@@ -1806,7 +1807,7 @@ def my_top_p(logits, top_p, min_tokens_to_keep=1):
     remove = remove & (logits < mth)
     return logits.masked_fill(remove, float("-inf"))
 """)
-tp("out_mass_float64_vs_p", "right", "the mass in float64 (exact boundaries stay exact; random rows are not near a boundary)", """
+tp("out_mass_float64_vs_p", "wrong", "the mass in float64 on float32 logits, which the text forbids (issue 33: enforced)", """
 def my_top_p(logits, top_p, min_tokens_to_keep=1):
     s, order = torch.sort(logits.double(), dim=-1, stable=True)
     remove = s.softmax(-1).cumsum(-1) <= 1 - top_p

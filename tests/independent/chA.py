@@ -453,4 +453,6 @@ from _junk import junk_cases  # noqa: E402
 CASES += junk_cases(MODULE, {
     "A.1": ("activation_bytes", "my_activation_bytes", "B, T, d_model, n_heads, n_layers, bytes_per_number"),
     "A.2": ("data_parallel", "my_data_parallel", "model, optimizer, loss_fn, batches, dist"),
+    "A.3": ("accumulation", "my_accumulated_step", "model, opt, loss_fn, micro_batches"),
+    "A.4": ("amp_step", "my_amp_step", "model, opt, scaler, loss_fn, x, y, max_norm, dtype=torch.bfloat16"),
 })
