@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import sys
 from typing import Any, Iterator
 
@@ -332,6 +333,9 @@ def _gqa_chunk(attn, x, past, *, offset=True, mask="right", tiled=False, scale=N
     return (attn.o_proj(y) if o_proj else y), ((k_all, v_all) if append else (k, v))
 
 
+_CALLS_LAYER = re.compile(r"(?<![\w.])attn\s*\(|\.forward\s*\(")
+
+
 def _run_chunks(fn, attn, x, splits):
     """Feed x in pieces of ``splits`` tokens through ``fn(attn, piece, past)``; the outputs
     concatenated along the sequence and the last cache."""
@@ -366,14 +370,10 @@ def gqa_with_cache(my_gqa_cached) -> None:
                  f"{splits}, {dtype}")
         with torch.no_grad():
             whole = attn(x)  # the companion's attention on the whole sequence, no cache
-        calls: list[str] = []
-        own_forward = attn.forward
-
-        def spy(*args, **kwargs):  # the student's code must not call the layer itself
-            calls.append("GroupedQueryAttention's own forward (attn(x))")
-            return own_forward(*args, **kwargs)
-
-        attn.forward = spy
+        # the layer itself must not be called: read from the source (the module travels to the
+        # grader's kernel, so no spy is attached to it)
+        text = rules.source_of(my_gqa_cached) or ""
+        calls = ["GroupedQueryAttention's own forward (attn(...))"] if _CALLS_LAYER.search(text) else []
         with torch.no_grad():
             outs, past, start = [], None, 0
             for n in splits:
