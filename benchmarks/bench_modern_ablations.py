@@ -5,13 +5,14 @@
     .venv/bin/python benchmarks/bench_modern_ablations.py --report ablations.jsonl   # the table
 
 Every run trains one model on the training plays for ``--budget`` seconds of this process's CPU
-time (``time.process_time``, one torch thread: other programs on the machine slow the wall clock,
-not the CPU time a run receives), with the learning-rate schedule spread over that budget, then
+time (``time.process_time``, one torch thread: other programs on the machine slow the wall clock
+far more than the CPU time a run receives, but not only it: at load 10-17 on the 2-core machine a
+CPU second did 2.6x less work than idle, so the steps each run took are recorded), with the learning-rate schedule spread over that budget, then
 scores it on the same 40,960 held-out characters (160 windows of 256 characters from the held-out
 plays, evenly spaced). A seed fixes the initial weights (as far as the shapes agree) and the
 training batches, so the variants of one seed see the same windows in the same order: the
 comparison is paired by seed, and the report gives each variant's mean difference from the modern
-decoder with its standard error over the seeds.
+decoder with its paired t-based 95% interval over the seeds.
 
 The variants (all 3 layers of width 96, 4 query heads, context 64, 16 windows per step):
 
@@ -20,7 +21,9 @@ The variants (all 3 layers of width 96, 4 query heads, context 64, 16 windows pe
 * ``gelu``: a GELU feed-forward of width 384 instead of SwiGLU: the same 73,728 weights per block;
 * ``learned``: a learned table of 64 positions added to the input instead of rotary positions;
 * ``kv2``, ``kv1``: 2 or 1 key/value heads shared by the 4 query heads (a 2x or 4x smaller cache);
-* ``gpt2``: all four undone at once (chapter 7's design).
+* ``gpt2``: LayerNorm, GELU and a learned table at once: three of the four changes undone. The
+  fourth, grouped-query attention, is not: ``modern`` itself keeps 4 key/value heads for its 4
+  query heads (plain multi-head attention), and so does ``gpt2``; ``kv2``/``kv1`` measure it.
 
 Besides the loss at the training length (positions 0-63 of each window, every variant), the
 rotary models are scored on the whole 256-character windows: the loss at positions 64-255, which
@@ -29,7 +32,8 @@ no training window reached. A learned table has no row for position 64.
 Recorded 2026-11-25 (chapter 13 shows these figures): ``--budget 20`` for seeds 0, 1, 2 (one
 process per seed) and ``--variants modern layernorm gelu learned kv1 gpt2``, on the shared 2-core
 machine at load 13-20 (a 20 CPU-second run took 300-410 s of wall clock). Held-out loss at
-positions 0-63, difference from the modern decoder (mean ± standard error over the 3 seeds):
+positions 0-63, difference from the modern decoder (mean ± standard error over the 3 seeds; the
+report now prints 95% t intervals, e.g. kv1 -0.135 to +0.319, learned +0.348 to +0.616):
 modern 2.036 (360 steps); layernorm -0.004 ± 0.006 (379 steps); gelu +0.060 ± 0.014 (345);
 learned +0.482 ± 0.031 (387); kv1 +0.092 ± 0.053 (367); gpt2 +0.236 ± 0.016 (426). The modern
 decoder at positions 0-63 / 64-127 / 128-255 of 256: 2.023 / 2.117 / 2.572.
@@ -49,6 +53,9 @@ import torch.nn.functional as F
 
 from companion.data import load_corpus
 from companion.modern import GroupedQueryAttention, ModernConfig, ModernGPT, repeat_kv
+
+#: Two-sided 95% quantiles of Student's t by degrees of freedom (scipy is not a dependency).
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 VARIANTS = ("modern", "layernorm", "gelu", "learned", "kv2", "kv1", "gpt2")
 TRAIN_T, EVAL_T, EVAL_WINDOWS, BATCH = 64, 256, 160, 16
@@ -179,7 +186,7 @@ def report(path: Path) -> None:
     seeds = sorted({r["seed"] for r in rows if r["variant"] == "modern"})
     print(f"{len(seeds)} seeds {seeds}; budget {rows[0]['budget']:.0f} CPU s per run, one thread; "
           f"held-out loss at positions 0-63 (nats/char)")
-    print(f"{'variant':>10} {'loss':>7} {'diff vs modern':>18} {'steps':>6} {'params':>8} {'cache KiB':>9}")
+    print(f"{'variant':>10} {'loss':>7} {'diff vs modern [95% CI]':>33} {'steps':>6} {'params':>8} {'cache KiB':>9}")
     base = {s: by[("modern", s)]["val_64"] for s in seeds}
     for v in VARIANTS:
         have = [s for s in seeds if (v, s) in by]
@@ -187,10 +194,12 @@ def report(path: Path) -> None:
             continue
         losses = [by[(v, s)]["val_64"] for s in have]
         diffs = [by[(v, s)]["val_64"] - base[s] for s in have]
-        se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else float("nan")
+        half = (T95[len(diffs) - 1] * statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1
+                else float("nan"))
+        m = statistics.mean(diffs)
         steps = statistics.mean(by[(v, s)]["steps"] for s in have)
-        diff = f"{statistics.mean(diffs):+.4f} ± {se:.4f}" if v != "modern" else "-"
-        print(f"{v:>10} {statistics.mean(losses):7.4f} {diff:>18} {steps:6.0f} {by[(v, have[0])]['params']:8,} "
+        diff = f"{m:+.4f} [{m - half:+.3f}, {m + half:+.3f}]" if v != "modern" else "-"
+        print(f"{v:>10} {statistics.mean(losses):7.4f} {diff:>33} {steps:6.0f} {by[(v, have[0])]['params']:8,} "
               f"{kv_cache_kib(v):9.1f}")
     print("\nrotary models beyond the training length (mean loss by position, nats/char):")
     for v in VARIANTS:

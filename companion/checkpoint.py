@@ -55,6 +55,7 @@ _OLD_FORMAT = "companion-gpt/1"  # digest of the weights only; upgrade_checkpoin
 #: Only these are ever built; a file cannot name anything else. A new model joins the list here.
 MODELS: dict[str, tuple[str, str, str]] = {
     "GPT": ("companion.model", "GPT", "GPTConfig"),
+    "ModernGPT": ("companion.modern", "ModernGPT", "ModernConfig"),
     "Seq2SeqTransformer": ("companion.seq2seq", "Seq2SeqTransformer", "Seq2SeqConfig"),
     "EncoderLM": ("companion.mlm", "EncoderLM", "EncoderLMConfig"),
 }

@@ -29,7 +29,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from .model import GPTCache
+from .model import GPT, GPTCache
 from .norm import RMSNorm
 from .positional import apply_rotary
 from .validation import (IGNORE_INDEX, check_bool, check_choice, check_float, check_instance, check_int,
@@ -384,6 +384,10 @@ class ModernGPT(nn.Module):
     def new_cache(self) -> GPTCache:
         """An empty KV cache: one :class:`~companion.attention.KVCache` per layer."""
         return GPTCache(self.config.n_layers)
+
+    #: The GPT's short sampler (:meth:`companion.model.GPT.generate`); chapter 8's decoders
+    #: (:mod:`companion.decoding`) take this model as they take the GPT.
+    generate = GPT.generate
 
     def forward(self, idx: Tensor, targets: Tensor | None = None, *, cache: GPTCache | None = None):
         c = self.config

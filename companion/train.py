@@ -1,11 +1,12 @@
-"""Train the chapter 7 GPT on Shakespeare: AdamW, warm-up and cosine decay, clipping, evaluation,
-on a CPU, a GPU or several processes.
+"""Train the chapter 7 GPT (or chapter 13's ModernGPT) on Shakespeare: AdamW or Muon, warm-up and
+cosine decay, clipping, evaluation, on a CPU, a GPU or several processes.
 
 From a terminal::
 
     python -m companion.train --config small --steps 3000 --out runs/small.safetensors
     python -m companion.train --config tuned-150s --time 150 --threads 2
     python -m companion.train --resume runs/small.safetensors --steps 4000
+    python -m companion.train --config modern-muon --time 75 --threads 1   # chapter 13's speedrun
     python -m companion.train --config gpu-180s --time 180 --device cuda
     torchrun --nproc_per_node 2 -m companion.train --config tiny --device cpu
     python -m companion.train --help
@@ -116,6 +117,19 @@ CONFIGS: dict[str, tuple[dict, dict]] = {
     "nanogpt-gpu": (dict(context_length=256, d_model=384, n_layers=6, n_heads=6, dropout=0.2, bias=False),
                     dict(batch_size=64, max_steps=5000, learning_rate=1e-3, min_lr=1e-4, warmup=100, eval_interval=250,
                          compile=True)),
+    # chapter 13's speedrun (benchmarks/bench_training.py): chapter 13's decoder (RMSNorm, SwiGLU,
+    # rotary positions; companion.modern.ModernGPT) at tuned-150s's shape, with Muon for the blocks'
+    # matrices and AdamW for the embedding and the gains; meant for --time 75 (half nanoGPT's 150 s)
+    "modern-muon": (dict(modern=True, context_length=128, d_model=128, n_layers=4, n_heads=4),
+                    dict(batch_size=16, max_steps=2000, learning_rate=6e-3, min_lr=1e-4, warmup=0.02,
+                         optimizer="muon", muon_lr=0.02)),
+    # the same decoder with AdamW everywhere
+    "modern-adamw": (dict(modern=True, context_length=128, d_model=128, n_layers=4, n_heads=4),
+                     dict(batch_size=16, max_steps=2000, learning_rate=6e-3, min_lr=1e-4, warmup=0.02)),
+    # chapter 7's GPT (tuned-150s) with Muon for its blocks' matrices
+    "gpt-muon": (dict(context_length=128, d_model=128, n_layers=4, n_heads=4, dropout=0.0, bias=False),
+                 dict(batch_size=16, max_steps=2000, learning_rate=6e-3, min_lr=1e-4, warmup=0.02,
+                      optimizer="muon", muon_lr=0.02)),
     # designed (not yet measured) to beat nanoGPT's GPU recipe on this course's split in 180 s on one
     # GPU: the same model, the schedule spans the budget, twice the windows per step (a small model
     # leaves a GPU idle between kernels: more rows cost little time), a higher peak learning rate
@@ -130,6 +144,9 @@ CONFIG_HELP: dict[str, str] = {
     "tiny": "2 layers of width 32, 50 steps: a few seconds, for tests and demonstrations",
     "nanogpt-cpu": "nanoGPT's CPU recipe (4 layers x 128, context 64, 2000 steps at 1e-3): the baseline",
     "tuned-150s": "4 layers x 128, context 128, tuned for --time 150 on 2 cores (1.63 nats/char)",
+    "modern-muon": "chapter 13's speedrun: ModernGPT (RMSNorm, SwiGLU, RoPE) 4 x 128, context 128, Muon; --time 75",
+    "modern-adamw": "ModernGPT 4 x 128, context 128, AdamW (the speedrun's control without Muon)",
+    "gpt-muon": "chapter 7's GPT at tuned-150s's shape, Muon for the blocks' matrices",
     "small": "the shipped model's configuration (--time 1740 --threads 1: 29 minutes, 1.44 nats/char)",
     "nanogpt-gpu": "nanoGPT's GPU recipe (6 layers x 384, context 256, batch 64, 5000 steps): the GPU baseline",
     "gpu-180s": "6 layers x 384, batch 128, schedule over the budget: for --time 180 on one GPU (unmeasured)",
@@ -147,6 +164,17 @@ def named_config(name: str, vocab_size: int, **train_overrides) -> tuple[GPTConf
     else:
         model_cfg = GPTConfig(vocab_size=vocab_size, **model_kw)
     return model_cfg, TrainConfig(**{**train_kw, **train_overrides})
+
+
+def build_model(config) -> nn.Module:
+    """A fresh model of ``config``: a :class:`~companion.model.GPT` for a ``GPTConfig``, a
+    :class:`~companion.modern.ModernGPT` (chapter 13) for a ``ModernConfig``."""
+    from companion.modern import ModernConfig, ModernGPT
+    if isinstance(config, ModernConfig):
+        return ModernGPT(config)
+    if isinstance(config, GPTConfig):
+        return GPT(config)
+    raise TypeError(f"`config` must be a GPTConfig or a ModernConfig (got {type(config).__name__})")
 
 
 def learning_rate(progress: float, cfg: TrainConfig, total_steps: int | None = None) -> float:
@@ -535,12 +563,15 @@ class Trainer:
         run, call it on process 0 only (every process holds the same state)."""
         if not resumable:
             return save_checkpoint(path, self.model, self.corpus.tokenizer, info=info)
-        opt = self.optimizer.state_dict()
         tensors = {"rng.batch": self.batch_rng.get_state(), "rng.torch": torch.get_rng_state()}
-        for i, state in opt["state"].items():
-            for k, v in state.items():
-                tensors[f"{i}.{k}"] = v if isinstance(v, torch.Tensor) else torch.tensor(v)
-        groups = [{k: v for k, v in g.items() if k != "params"} for g in opt["param_groups"]]
+        groups: dict | list = {}
+        for prefix, part in _optimizer_parts(self.optimizer).items():  # AdamW, or Muon and AdamW
+            opt = part.state_dict()
+            for i, state in opt["state"].items():
+                for k, v in state.items():
+                    tensors[f"{prefix}{i}.{k}"] = v if isinstance(v, torch.Tensor) else torch.tensor(v)
+            groups[prefix] = [{k: v for k, v in g.items() if k != "params"} for g in opt["param_groups"]]
+        groups = groups[""] if "" in groups else {k.rstrip("."): v for k, v in groups.items()}
         train_state = {"step": self.step, "train_config": asdict(self.cfg), "param_groups": groups,
                        "history": asdict(self.history), "world_size": self.world_size}
         return save_checkpoint(path, self.model, self.corpus.tokenizer, train_state=train_state,
@@ -560,22 +591,37 @@ class Trainer:
         cfg = replace(_train_config(state["train_config"]), **train_overrides)
         trainer = cls(model, corpus, cfg)
         tensors = extra["optimizer"]
-        opt_state = {}
-        for name, v in tensors.items():
-            if name.startswith("rng."):
-                continue
-            i, k = name.split(".", 1)
-            opt_state.setdefault(int(i), {})[k] = v
-        groups = trainer.optimizer.state_dict()["param_groups"]
-        for g, saved in zip(groups, state["param_groups"]):
-            saved = {k: v for k, v in saved.items() if k not in ("fused", "foreach")}  # this device's choice
-            g.update({k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
-        trainer.optimizer.load_state_dict({"state": opt_state, "param_groups": groups})  # moved to the device
+        parts = _optimizer_parts(trainer.optimizer)
+        saved_groups = state["param_groups"]
+        if isinstance(saved_groups, dict) != ("" not in parts):
+            raise ValueError(f"checkpoint {str(path)!r} holds the state of another optimizer than "
+                             f"optimizer={cfg.optimizer!r}; resume without changing `optimizer`")
+        for prefix, part in parts.items():
+            opt_state = {}
+            for name, v in tensors.items():
+                if name.startswith("rng.") or not name.startswith(prefix):
+                    continue
+                i, k = name[len(prefix):].split(".", 1)
+                opt_state.setdefault(int(i), {})[k] = v
+            groups = part.state_dict()["param_groups"]
+            mine = saved_groups if not prefix else saved_groups[prefix.rstrip(".")]
+            for g, saved in zip(groups, mine):
+                saved = {k: v for k, v in saved.items() if k not in ("fused", "foreach")}  # this device's choice
+                g.update({k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
+            part.load_state_dict({"state": opt_state, "param_groups": groups})  # moved to the device
         trainer.batch_rng.set_state(tensors["rng.batch"])
         torch.set_rng_state(tensors["rng.torch"])
         trainer.step = state["step"]
         trainer.history = History(**state["history"])
         return trainer
+
+
+def _optimizer_parts(optimizer) -> dict:
+    """``{prefix: torch optimizer}``: ``{"": AdamW}``, or Muon's and AdamW's halves of a
+    :class:`companion.modern.MuonWithAdamW` under ``"muon."`` and ``"adamw."`` (checkpoint names)."""
+    if hasattr(optimizer, "muon") and hasattr(optimizer, "adamw"):
+        return {"muon.": optimizer.muon, "adamw.": optimizer.adamw}
+    return {"": optimizer}
 
 
 def _train_config(saved: dict) -> TrainConfig:
@@ -616,13 +662,15 @@ def plot_losses(history: History, ax=None, title: str | None = None):
 # --------------------------------------------------------------------------- command line
 
 def _parse_set(items: list[str]) -> tuple[dict, dict]:
-    model_names = {f.name for f in fields(GPTConfig)}
+    from companion.modern import ModernConfig
+    model_names = {f.name for f in fields(GPTConfig)} | {f.name for f in fields(ModernConfig)}
     train_types = {f.name: f.type for f in fields(TrainConfig)}
     model_kw, train_kw = {}, {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or (key not in model_names and key not in train_types):
-            raise SystemExit(f"--set expects KEY=VALUE with KEY a field of GPTConfig or TrainConfig (got {item!r})")
+            raise SystemExit(f"--set expects KEY=VALUE with KEY a field of GPTConfig, ModernConfig or TrainConfig "
+                             f"(got {item!r})")
         try:
             value = json.loads(raw) if raw not in ("True", "False", "None") else {"True": True, "False": False, "None": None}[raw]
         except json.JSONDecodeError:
@@ -653,6 +701,11 @@ examples:
   python -m companion.train --config small --time 1740 --threads 1 --out runs/small.safetensors
       (the shipped model's recipe; the shipped file itself is companion/assets/shakespeare_char.safetensors)
   python -m companion.train --resume runs/small.safetensors --steps 8000
+  python -m companion.train --config modern-muon --time 75 --threads 1 --out runs/speedrun.safetensors
+      (chapter 13's laptop speedrun: today's decoder with Muon; --time counts wall-clock seconds, and
+      benchmarks/bench_training.py compares it with nanoGPT's recipe, interleaved over seeds)
+  python -m companion.train --config modern-adamw --optimizer muon --set n_kv_heads=2 --time 75
+      (any configuration with Muon; --set changes the model's or the training's fields)
   python -m companion.train --config gpu-180s --time 180 --device cuda --out runs/gpu.safetensors
   torchrun --nproc_per_node 2 -m companion.train --config tiny --device cpu --threads 1
       (two processes, each with its share of every batch: the global batch is twice --set batch_size)
@@ -662,7 +715,9 @@ examples:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m companion.train",
-        description="Train the chapter 7 character-level GPT on Shakespeare's plays and write a checkpoint.",
+        description="Train a character-level model on Shakespeare's plays and write a checkpoint: chapter 7's GPT, "
+                    "or chapter 13's decoder (companion.modern.ModernGPT: the modern-* configurations) with AdamW "
+                    "or Muon.",
         epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = parser.add_mutually_exclusive_group()
@@ -676,6 +731,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"], help="where to train (default: the configuration's, auto = CUDA, then MPS, then CPU)")
     parser.add_argument("--precision", choices=list(distributed.PRECISIONS), help="matrix products: auto = bf16 on recent GPUs, fp16 on older ones, float32 on CPU and MPS")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile the model (default: the configuration's)")
+    parser.add_argument("--optimizer", choices=["adamw", "muon"], help="adamw, or muon: Muon (chapter 13) for the "
+                        "blocks' weight matrices and AdamW for embeddings, head and gains (default: the configuration's)")
     parser.add_argument("--threads", type=int, help="torch threads per process (default: PyTorch's choice)")
     parser.add_argument("--seed", type=int, help="random seed (default: the configuration's)")
     parser.add_argument("--out", type=Path, default=Path("runs/gpt.safetensors"), help="checkpoint to write (default: runs/gpt.safetensors)")
@@ -716,8 +773,11 @@ def describe(trainer: Trainer, steps: int | None = None, time_budget: float | No
                     f"{cfg.learning_rate:g}, cosine to {cfg.min_lr:g})")
         evals = (f"evaluation: every {cfg.eval_interval} steps and at the end" if cfg.eval_interval else "evaluation: at the end") + f", on {windows_each}"
     other = (f"other settings: weight_decay={cfg.weight_decay:g}, betas=({cfg.beta1:g}, {cfg.beta2:g}), "
-             f"grad_clip={cfg.grad_clip:g}, dropout={m.dropout:g}, seed={cfg.seed}")
-    model = (f"model: {m.n_layers} layers, d_model {m.d_model}, {m.n_heads} heads, context {m.context_length}, "
+             f"grad_clip={cfg.grad_clip:g}, dropout={getattr(m, 'dropout', 0.0):g}, seed={cfg.seed}")
+    if cfg.optimizer == "muon":
+        other += f", optimizer=muon (Muon at peak {cfg.muon_lr:g} for the blocks' matrices, AdamW for the rest)"
+    kind = "ModernGPT (RMSNorm, SwiGLU, rotary positions), " if not hasattr(m, "dropout") else ""
+    model = (f"model: {kind}{m.n_layers} layers, d_model {m.d_model}, {m.n_heads} heads, context {m.context_length}, "
              f"{trainer.model.num_parameters():,} parameters")
     return "\n".join([model, where, batch, schedule, evals, other])
 
@@ -731,9 +791,11 @@ def next_steps(path: Path, resumable: bool) -> str:
     lines += [
         "  sample from it, in Python:",
         "    from companion.checkpoint import load_checkpoint",
+        "    import torch",
+        "    from companion.decoding import sample",
         f"    model, tok, _ = load_checkpoint({str(path)!r})",
-        '    out = model.eval().generate(tok.encode("ROMEO:")[None], 300, top_k=10)',
-        "    print(tok.decode(out[0]))",
+        '    out = sample(model, tok.encode("ROMEO:"), 300, top_k=10, generator=torch.Generator().manual_seed(0))',
+        "    print(tok.decode(out))",
         f"  chapter 8 on this model: in its set-up cell, replace shipped_model_path() with {str(path)!r}",
     ]
     return "\n".join(lines)
@@ -780,7 +842,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args, argv) -> int:
     _check_args(args)
     model_kw, train_kw = _parse_set(args.set)
-    for key in ("threads", "seed", "device", "precision", "compile"):
+    for key in ("threads", "seed", "device", "precision", "compile", "optimizer"):
         if getattr(args, key) is not None:
             train_kw[key] = getattr(args, key)
     if args.resume and model_kw:
@@ -826,7 +888,12 @@ def _trainer(args, corpus, model_kw: dict, train_kw: dict) -> Trainer:
     else:
         if args.config_file:
             spec = json.loads(args.config_file.read_text())
-            mcfg = GPTConfig(**{"vocab_size": corpus.tokenizer.vocab_size, **spec.get("model", {}), **model_kw})
+            model_spec = {"vocab_size": corpus.tokenizer.vocab_size, **spec.get("model", {}), **model_kw}
+            if model_spec.pop("modern", False):  # chapter 13's decoder
+                from companion.modern import ModernConfig
+                mcfg = ModernConfig(**model_spec)
+            else:
+                mcfg = GPTConfig(**model_spec)
             tcfg = TrainConfig(**{**spec.get("train", {}), **train_kw})
         else:
             if args.steps is not None:  # a fresh run's schedule spans the steps asked for
@@ -834,7 +901,7 @@ def _trainer(args, corpus, model_kw: dict, train_kw: dict) -> Trainer:
             mcfg, tcfg = named_config(args.config, corpus.tokenizer.vocab_size, **train_kw)
             mcfg = replace(mcfg, **model_kw)
         torch.manual_seed(tcfg.seed)  # the same initial weights in every process
-        trainer = Trainer(GPT(mcfg), corpus, tcfg)
+        trainer = Trainer(build_model(mcfg), corpus, tcfg)
     return trainer
 
 

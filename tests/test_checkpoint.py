@@ -321,3 +321,34 @@ def test_the_shipped_models_tie_what_their_files_say():
     for name in ("shakespeare_char", "numbers_en_de", "shakespeare_mlm"):
         model, _, _ = load_checkpoint(asset_path(f"{name}.safetensors"))
         assert len(ck._ties(model)) == 1
+
+
+def test_a_modern_decoder_round_trips_and_a_tampered_file_is_refused(tmp_path):
+    """Chapter 13's ModernGPT (grouped-query attention, a tied head) saves, loads to the same logits,
+    and gets the GPT's integrity checks: a flipped weight byte, an edited configuration, a file
+    loaded into a GPT."""
+    from companion.modern import ModernConfig, ModernGPT
+    torch.manual_seed(0)
+    model = ModernGPT(ModernConfig(vocab_size=TOK.vocab_size, context_length=8, d_model=16, n_layers=1, n_heads=4,
+                                   n_kv_heads=2))
+    path = save_checkpoint(tmp_path / "modern.safetensors", model, TOK, info={"recipe": "modern-muon"})
+    loaded, tok, extra = load_checkpoint(path)
+    assert type(loaded) is ModernGPT and loaded.config == model.config and tok.chars == TOK.chars
+    assert loaded.head.weight is loaded.tok_emb.weight and extra["info"] == {"recipe": "modern-muon"}
+    idx = torch.tensor([[1, 5, 9, 2, 0, 3, 7, 4]])
+    model.eval()
+    assert torch.equal(loaded(idx)[0], model(idx)[0])
+    data = path.read_bytes()
+    n, _ = split(data)
+    bad = tmp_path / "bad.safetensors"
+    for i in (8 + n + 5, len(data) - 3):  # a byte of the first tensor and of the last
+        flipped = bytearray(data)
+        flipped[i] ^= 0x01
+        bad.write_bytes(bytes(flipped))
+        with pytest.raises(ValueError, match="damaged"):
+            load_checkpoint(bad)
+    rewrite_meta(path, bad, config=json.dumps({**model.config.to_dict(), "n_kv_heads": 4}, sort_keys=True))
+    with pytest.raises(ValueError, match="configuration"):
+        load_checkpoint(bad)
+    with pytest.raises(TypeError, match="must be a ModernGPT"):
+        load_checkpoint(path, model=small_model())

@@ -239,8 +239,191 @@ def test_repeat_mistakes(expected):
     assert fb.status == "hint" and expected in fb.message, fb
 
 
+# ------------------------------------------------------------------------------ 13.5 GQA with a KV cache
+import math  # noqa: E402
+
+from companion.modern import orthogonalize, repeat_kv, rotate  # noqa: E402
+
+
+def gqa_right(attn, x, past):
+    B, T, _ = x.shape
+    h, h_kv, d = attn.n_heads, attn.n_kv_heads, attn.d_head
+    S = 0 if past is None else past[0].shape[2]
+    q = rotate(attn.q_proj(x).view(B, T, h, d).transpose(1, 2), offset=S)
+    k = rotate(attn.k_proj(x).view(B, T, h_kv, d).transpose(1, 2), offset=S)
+    v = attn.v_proj(x).view(B, T, h_kv, d).transpose(1, 2)
+    if past is not None:
+        k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
+    mask = torch.ones(T, S + T, dtype=torch.bool).tril(S)
+    y = F.scaled_dot_product_attention(q, repeat_kv(k, h // h_kv), repeat_kv(v, h // h_kv), attn_mask=mask)
+    return attn.o_proj(y.transpose(1, 2).reshape(B, T, h * d)), (k, v)
+
+
+def gqa_by_hand(attn, x, past):
+    """The same with explicit scores, a -inf mask and softmax."""
+    B, T, _ = x.shape
+    h, h_kv, d = attn.n_heads, attn.n_kv_heads, attn.d_head
+    S = 0 if past is None else past[0].shape[2]
+    q = rotate(attn.q_proj(x).view(B, T, h, d).transpose(1, 2), offset=S)
+    k = rotate(attn.k_proj(x).view(B, T, h_kv, d).transpose(1, 2), offset=S)
+    v = attn.v_proj(x).view(B, T, h_kv, d).transpose(1, 2)
+    k_all = k if past is None else torch.cat([past[0], k], 2)
+    v_all = v if past is None else torch.cat([past[1], v], 2)
+    kk, vv = k_all.repeat_interleave(h // h_kv, 1), v_all.repeat_interleave(h // h_kv, 1)
+    scores = q @ kk.transpose(-2, -1) / math.sqrt(d)
+    future = torch.arange(S + T)[None, :] > torch.arange(S, S + T)[:, None]
+    y = scores.masked_fill(future, float("-inf")).softmax(-1) @ vv
+    return attn.o_proj(y.transpose(1, 2).reshape(B, T, h * d)), (k_all, v_all)
+
+
+def _gqa_variant(**kw):
+    return lambda attn, x, past: check._gqa_chunk(attn, x, past, **kw)
+
+
+GQA_WRONG = {
+    "at offset S": _gqa_variant(offset=False),
+    "tril(diagonal=S)": _gqa_variant(mask="top-left"),
+    "sees the new tokens after it": _gqa_variant(mask="none"),
+    "you tiled the heads": _gqa_variant(tiled=True),
+    "not sqrt(d_model)": lambda attn, x, past: check._gqa_chunk(attn, x, past, scale=attn.n_heads * attn.d_head),
+    "o_proj is missing": _gqa_variant(o_proj=False),
+    "shared key/value heads only": _gqa_variant(keep_repeated=True),
+    "append them to": _gqa_variant(append=False),
+    "own forward": lambda attn, x, past: (attn(x) if past is None else gqa_right(attn, x, past)[0],
+                                                                  gqa_right(attn, x, past)[1]),
+    "return a pair": lambda attn, x, past: gqa_right(attn, x, past)[0],
+    "differ from": lambda attn, x, past: (gqa_right(attn, x, past)[0] * 1.01, gqa_right(attn, x, past)[1]),
+    "keep the input's dtype": lambda attn, x, past: (gqa_right(attn, x, past)[0].double(),
+                                                     gqa_right(attn, x, past)[1]),
+}
+
+
+def test_gqa_right_answers_pass():
+    assert check.gqa_with_cache(gqa_right).passed
+    assert check.gqa_with_cache(gqa_by_hand).passed
+
+
+@pytest.mark.parametrize("expected", list(GQA_WRONG))
+def test_gqa_mistakes(expected):
+    fb = check.gqa_with_cache(GQA_WRONG[expected])
+    assert fb.status == "hint" and expected in fb.message, fb
+
+
+def test_gqa_leaves_the_global_generator_alone():
+    state = torch.get_rng_state()
+    check.gqa_with_cache(gqa_right)
+    assert torch.equal(state, torch.get_rng_state())
+
+
+# ------------------------------------------------------------------------------ 13.6 Newton-Schulz
+def ns_right(g, steps):
+    a, b, c = 3.4445, -4.7750, 2.0315
+    tall = g.shape[0] > g.shape[1]
+    x = g.T if tall else g
+    x = x / (torch.linalg.matrix_norm(x) + 1e-7)
+    for _ in range(steps):
+        s = x @ x.mT
+        x = a * x + b * s @ x + c * s @ s @ x
+    return x.T if tall else x
+
+
+def _ns_variant(**kw):
+    return lambda g, steps: check._ns(g, steps, **kw)
+
+
+NS_WRONG = {
+    "Frobenius norm": _ns_variant(normalize=False),
+    "-4.7750": _ns_variant(coefficients=(3.4445, 4.7750, 2.0315)),
+    "not the cubic": _ns_variant(coefficients=(1.5, -0.5, 0.0)),
+    "one step too few": lambda g, steps: check._ns(g, steps - 1),
+    "one step too many": lambda g, steps: check._ns(g, steps + 1),
+    "companion.modern": lambda g, steps: orthogonalize(g, steps),
+    "calls torch.linalg.svd": lambda g, steps: (lambda u, s, vh: u @ vh)(*torch.linalg.svd(g, full_matrices=False)),
+    "keep the input's dtype": lambda g, steps: ns_right(g.double(), steps),
+    "in place": lambda g, steps: ns_right(g.div_(1.0).mul_(2.0), steps),
+    "differ from": lambda g, steps: ns_right(g, steps) * 1.01,
+}
+
+
+def ns_on_the_tall_side(g, steps):
+    """No transpose: X X^T X = X (X^T X), so the iteration gives the same matrix (more slowly)."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = g / (g.norm() + 1e-7)
+    for _ in range(steps):
+        s = x @ x.T
+        x = a * x + (b * s + c * s @ s) @ x
+    return x
+
+
+def test_ns_right_answers_pass():
+    assert check.newton_schulz(ns_right).passed
+    assert check.newton_schulz(lambda g, steps: check._ns(g, steps)).passed
+    assert check.newton_schulz(ns_on_the_tall_side).passed
+
+
+@pytest.mark.parametrize("expected", list(NS_WRONG))
+def test_ns_mistakes(expected):
+    fb = check.newton_schulz(NS_WRONG[expected])
+    assert fb.status == "hint" and expected in fb.message, fb
+
+
+# ------------------------------------------------------------------------------ 13.7 one Muon step
+def muon_right(w, grad, buf, lr, momentum, weight_decay):
+    new_buf = momentum * buf + (1 - momentum) * grad
+    update = (1 - momentum) * grad + momentum * new_buf
+    scale = max(1.0, w.shape[0] / w.shape[1]) ** 0.5
+    return w * (1 - lr * weight_decay) - lr * scale * ns_right(update, 5), new_buf
+
+
+def muon_with_companion(w, grad, buf, lr, momentum, weight_decay):
+    new_buf = buf.lerp(grad, 1 - momentum)
+    update = grad.lerp(new_buf, momentum)
+    scale = math.sqrt(max(1.0, w.shape[0] / w.shape[1]))
+    return w * (1 - lr * weight_decay) - lr * scale * orthogonalize(update), new_buf
+
+
+def _muon(*, buf_rule="right", nesterov=True, scale="right", decay=True, sign=-1.0):
+    def step(w, grad, buf, lr, momentum, weight_decay):
+        new_buf = momentum * buf + grad if buf_rule == "sum" else momentum * buf + (1 - momentum) * grad
+        update = {True: (1 - momentum) * grad + momentum * new_buf, False: new_buf, "none": grad}[nesterov]
+        r = w.shape[0] / w.shape[1]
+        s = {"right": max(1.0, r) ** 0.5, "one": 1.0, "ratio": r ** 0.5}[scale]
+        base = w * (1 - lr * weight_decay) if decay else w
+        return base + sign * lr * s * ns_right(update, 5), new_buf
+    return step
+
+
+MUON_WRONG = {
+    "the buffer is an average": _muon(buf_rule="sum"),
+    "Nesterov momentum": _muon(nesterov=False),
+    "the momentum is missing": _muon(nesterov="none"),
+    "a tall matrix moves further": _muon(scale="one"),
+    "a wide matrix keeps 1": _muon(scale="ratio"),
+    "weight decay first": _muon(decay=False),
+    "the update is subtracted": _muon(sign=1.0),
+    "return a pair": lambda *a: muon_right(*a)[0],
+    "companion.modern": muon_with_companion,
+    "in place": lambda w, grad, buf, lr, m, wd: muon_right(w, grad, buf.mul_(1.0).add_(0.5), lr, m, wd),
+    "keep the input's dtype": lambda *a: tuple(t.double() for t in muon_right(*a)),
+    "differ from": lambda *a: (muon_right(*a)[0] * 1.001, muon_right(*a)[1]),
+}
+
+
+def test_muon_right_answers_pass():
+    assert check.muon_step(muon_right).passed
+    assert check.muon_step(lambda w, g, b, lr, m, wd: (w * (1 - lr * wd) - lr * math.sqrt(max(1.0, w.shape[0] / w.shape[1]))
+                                                       * ns_right(g.lerp(b.lerp(g, 1 - m), m), 5), b.lerp(g, 1 - m))).passed
+
+
+@pytest.mark.parametrize("expected", list(MUON_WRONG))
+def test_muon_mistakes(expected):
+    fb = check.muon_step(MUON_WRONG[expected])
+    assert fb.status == "hint" and expected in fb.message, fb
+
+
 # ------------------------------------------------------------------------------ every checker
 CHECKERS = [check.rms_norm_heads, check.swiglu, check.rotate_at_offset, check.repeat_heads]
+NEW_CHECKERS = [check.gqa_with_cache, check.newton_schulz, check.muon_step]
 JUNK = {
     "None": None, "a string": "tensor", "a huge int": 10**400, "a float": 1.5, "a complex number": 1 + 2j,
     "NaN": float("nan"), "an empty tensor": torch.empty(0), "a complex tensor": torch.ones(2, 3, 4, 4, dtype=torch.cfloat),
@@ -249,7 +432,7 @@ JUNK = {
 }
 
 
-@pytest.mark.parametrize("fn", CHECKERS)
+@pytest.mark.parametrize("fn", CHECKERS + NEW_CHECKERS)
 @pytest.mark.parametrize("junk", list(JUNK))
 def test_junk_returns_get_a_hint_never_a_pass_or_a_crash(fn, junk):
     value = JUNK[junk]
@@ -275,7 +458,7 @@ def test_same_shape_junk_values(fn):
         assert fn(lambda x, offset: x.clone()).status == "hint"
 
 
-@pytest.mark.parametrize("fn", CHECKERS)
+@pytest.mark.parametrize("fn", CHECKERS + NEW_CHECKERS)
 def test_stub_not_attempted_and_errors_become_hints(fn):
     assert fn(stub).status == "not attempted"
     assert fn(...).status == "not attempted"

@@ -19,7 +19,7 @@ from companion.checkpoint import load_checkpoint, shipped_model_path
 from companion.data import get_batch, load_corpus
 from companion.model import GPT, GPTConfig
 from companion.multihead import MultiHeadAttention
-from companion.train import (CONFIG_HELP, CONFIGS, TrainConfig, Trainer, _train_config, estimate_loss, evaluate_text,
+from companion.train import (CONFIG_HELP, CONFIGS, TrainConfig, Trainer, _train_config, build_model, estimate_loss, evaluate_text,
                              learning_rate, main, make_optimizer, named_config, plot_losses, windows)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -376,3 +376,124 @@ def test_trainer_refuses_wrong_arguments(corpus):
     with pytest.raises(ValueError, match="`time_budget` must be a finite number > 0"):
         trainer.run(time_budget=0, progress=False)
     assert trainer.step == 0  # nothing ran
+
+
+# ---------------------------------------------------------------- chapter 13's decoder and Muon in the trainer
+
+def modern_trainer(corpus, optimizer="muon", **overrides):
+    """A small ModernGPT (grouped-query attention: 4 query heads, 2 key/value heads), trained with
+    ``optimizer``, from the ``modern-muon`` configuration's training settings."""
+    from companion.modern import ModernConfig
+    mcfg, tcfg = named_config("modern-muon", corpus.tokenizer.vocab_size,
+                              **{"max_steps": 12, "eval_interval": 6, "eval_batches": 1, "batch_size": 4,
+                                 "optimizer": optimizer, **overrides})
+    mcfg = ModernConfig(**{**mcfg.to_dict(), "context_length": 24, "d_model": 32, "n_layers": 2, "n_kv_heads": 2,
+                           "d_ff": None, "d_head": None})
+    torch.manual_seed(tcfg.seed)
+    return Trainer(build_model(mcfg), corpus, tcfg)
+
+
+def test_named_modern_and_muon_configurations():
+    from companion.modern import ModernConfig, ModernGPT, MuonWithAdamW
+    for name, optimizer in (("modern-muon", "muon"), ("modern-adamw", "adamw"), ("gpt-muon", "muon")):
+        mcfg, tcfg = named_config(name, 65)
+        assert tcfg.optimizer == optimizer
+        assert isinstance(mcfg, ModernConfig) == name.startswith("modern")
+        model = build_model(mcfg)
+        assert isinstance(model, ModernGPT) == name.startswith("modern")
+        opt = make_optimizer(model, tcfg)
+        assert isinstance(opt, MuonWithAdamW) == (optimizer == "muon")
+        if optimizer == "muon":  # every parameter once: the blocks' matrices to Muon, the rest to AdamW
+            muon = [p for g in opt.muon.param_groups for p in g["params"]]
+            rest = [p for g in opt.adamw.param_groups for p in g["params"]]
+            assert all(p.ndim == 2 for p in muon) and len(muon) == len({id(p) for p in model.blocks.parameters()
+                                                                        if p.ndim == 2})
+            assert len({id(p) for p in muon + rest}) == len(list(model.parameters()))
+    mcfg, _ = named_config("modern-muon", 65)
+    assert (mcfg.d_model, mcfg.n_layers, mcfg.context_length) == (128, 4, 128)
+    with pytest.raises(TypeError, match="GPTConfig or a ModernConfig"):
+        build_model(TrainConfig())
+
+
+def test_modern_muon_resume_equals_uninterrupted_training(corpus, tmp_path):
+    straight = modern_trainer(corpus)
+    straight.run(progress=False)
+    first = modern_trainer(corpus)
+    first.run(5, progress=False)
+    path = first.save(tmp_path / "mid.safetensors")
+    torch.manual_seed(999)
+    resumed = Trainer.resume(path, corpus)
+    assert resumed.step == 5 and type(resumed.model).__name__ == "ModernGPT"
+    assert resumed.cfg.optimizer == "muon"
+    resumed.run(progress=False)
+    assert resumed.history.train_loss == straight.history.train_loss  # Muon's momentum came back too
+    assert resumed.history.val_loss == straight.history.val_loss
+    for (n, p), q in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(p, q), n
+    # the saved state is really used: a run whose Muon momentum is dropped goes elsewhere
+    dropped = Trainer.resume(path, corpus)
+    dropped.optimizer.muon.state.clear()
+    dropped.run(progress=False)
+    assert dropped.history.train_loss != straight.history.train_loss
+    with pytest.raises(ValueError, match="another optimizer"):
+        Trainer.resume(path, corpus, optimizer="adamw")
+
+
+def test_modern_adamw_resume_equals_uninterrupted_training(corpus, tmp_path):
+    straight = modern_trainer(corpus, optimizer="adamw")
+    straight.run(progress=False)
+    first = modern_trainer(corpus, optimizer="adamw")
+    first.run(7, progress=False)
+    resumed = Trainer.resume(first.save(tmp_path / "a.safetensors"), corpus)
+    resumed.run(progress=False)
+    assert resumed.history.train_loss == straight.history.train_loss
+
+
+def test_modern_checkpoint_round_trip_and_decoding(corpus, tmp_path):
+    from companion.decoding import beam_search, greedy, sample
+    trainer = modern_trainer(corpus)
+    trainer.run(6, progress=False)
+    path = trainer.save(tmp_path / "m.safetensors", resumable=False)
+    model, tok, _ = load_checkpoint(path)
+    assert type(model).__name__ == "ModernGPT" and model.config == trainer.model.config and not model.training
+    assert model.head.weight is model.tok_emb.weight
+    idx = corpus.val_ids[:48].view(2, 24)
+    trainer.model.eval()
+    assert torch.equal(model(idx)[0], trainer.model(idx)[0])
+    prompt = tok.encode("ROMEO:")
+    # chapter 8's decoders: with the KV cache equal to without, past the context (the window refills)
+    g_cache = greedy(model, prompt, 30)
+    g_plain = greedy(model, prompt, 30, use_cache=False)
+    assert torch.equal(g_cache, g_plain) and len(g_cache) == len(prompt) + 30
+    s = sample(model, prompt, 20, top_k=5, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(s, sample(model, prompt, 20, top_k=5, generator=torch.Generator().manual_seed(0)))
+    out = model.generate(prompt[None], 10, generator=torch.Generator().manual_seed(0))
+    assert out.shape == (1, len(prompt) + 10)
+    beams = beam_search(model, prompt, 8, k=3)
+    assert beams.best.generated.shape[-1] == 8
+
+
+def test_modern_command_line_trains_resumes_and_samples(tmp_path, capsys):
+    out = tmp_path / "speedrun.safetensors"
+    small = ["--set", "d_model=32", "n_layers=1", "context_length=24", "batch_size=4", "eval_interval=0",
+             "eval_batches=1"]
+    assert main(["--config", "modern-muon", "--steps", "3", "--threads", "1", "--no-progress", "--no-score",
+                 "--out", str(out), *small]) == 0
+    text = capsys.readouterr().out
+    assert "ModernGPT" in text and "optimizer=muon" in text and "from companion.decoding import sample" in text
+    model, tok, extra = load_checkpoint(out)
+    assert type(model).__name__ == "ModernGPT" and extra["train_state"]["train_config"]["optimizer"] == "muon"
+    assert main(["--resume", str(out), "--steps", "4", "--threads", "1", "--no-progress", "--no-score",
+                 "--out", str(out)]) == 0
+    assert load_checkpoint(out)[2]["train_state"]["step"] == 4
+    # the printed way to sample runs as printed
+    snippet = [line[4:] for line in capsys.readouterr().out.splitlines() if line.startswith("    ")]
+    namespace: dict = {}
+    exec("\n".join(line.replace("300", "20") for line in snippet if not line.startswith("print")), namespace)
+    assert namespace["out"].shape[-1] == len(tok.encode("ROMEO:")) + 20
+    assert main(["--config", "tiny", "--optimizer", "muon", "--steps", "2", "--threads", "1", "--no-progress",
+                 "--no-score", "--out", str(tmp_path / "g.safetensors"), "--set", "eval_interval=0"]) == 0
+    assert load_checkpoint(tmp_path / "g.safetensors")[2]["train_state"]["train_config"]["optimizer"] == "muon"
+    help_text = subprocess.run([sys.executable, "-m", "companion.train", "--help"], capture_output=True, text=True,
+                               check=True).stdout
+    assert "--optimizer {adamw,muon}" in help_text and "--config modern-muon --time 75" in help_text

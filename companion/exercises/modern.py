@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import sys
 from typing import Any, Iterator
 
@@ -22,7 +23,7 @@ from ..norm import RMSNorm as _RMSNorm
 from . import rules
 from ._core import checker, close, first_difference, hint, passed, require_tensor
 
-__all__ = ["rms_norm_heads", "swiglu", "rotate_at_offset", "repeat_heads"]
+__all__ = ["rms_norm_heads", "swiglu", "rotate_at_offset", "repeat_heads", "gqa_with_cache", "newton_schulz", "muon_step"]
 
 
 @contextlib.contextmanager
@@ -54,7 +55,8 @@ def _watching(forbidden: dict[Any, str]) -> Iterator[list[str]]:
     # while it runs): read the torch functions it saw too, whatever their import.
     for label in forbidden.values():
         name = label.rsplit(".", 1)[-1]
-        if label not in seen and (name in watched.torch_calls or f"F.{name}" in watched.torch_calls):
+        if label not in seen and (name in watched.torch_calls or f"F.{name}" in watched.torch_calls
+                                  or label.removeprefix("torch.") in watched.torch_calls):
             seen.append(label)
 
 
@@ -296,3 +298,279 @@ def repeat_heads(my_repeat_kv) -> None:
                  "dimension after the heads.")
         hint(f"query head i must read key/value head i // groups: {first_difference(out, right)}.", generic=True)
     passed("each key/value head serves `groups` neighbouring query heads, as in Llama's repeat_kv.")
+
+
+# ----------------------------------------------------------------------------------- 13.5
+def _gqa_chunk(attn, x, past, *, offset=True, mask="right", tiled=False, scale=None, o_proj=True,
+               keep_repeated=False, append=True):
+    """One cached call of grouped-query attention, right or with one classic mistake, in x's dtype."""
+    B, T, _ = x.shape
+    h, h_kv, d = attn.n_heads, attn.n_kv_heads, attn.d_head
+    S = 0 if past is None else past[0].shape[2]
+    q = attn.q_proj(x).view(B, T, h, d).transpose(1, 2)  # (B, h, T, d)
+    k = attn.k_proj(x).view(B, T, h_kv, d).transpose(1, 2)  # (B, h_kv, T, d)
+    v = attn.v_proj(x).view(B, T, h_kv, d).transpose(1, 2)
+    start = S if offset else 0
+    q, k = _modern.rotate(q, offset=start), _modern.rotate(k, offset=start)
+    groups = h // h_kv
+
+    def rep(t):
+        return t.repeat(1, groups, 1, 1) if tiled else t.repeat_interleave(groups, dim=1)
+
+    if keep_repeated:  # the cache holds the repeated heads
+        k, v = rep(k), rep(v)
+    if past is not None:
+        k_all, v_all = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
+    else:
+        k_all, v_all = k, v
+    kk, vv = (k_all, v_all) if keep_repeated else (rep(k_all), rep(v_all))
+    scores = q @ kk.transpose(-2, -1) / math.sqrt(scale or d)  # (B, h, T, S + T)
+    allowed = {"right": torch.ones(T, S + T, dtype=torch.bool).tril(S),
+               "top-left": torch.ones(T, S + T, dtype=torch.bool).tril(0),
+               "none": torch.ones(T, S + T, dtype=torch.bool)}[mask]
+    w = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+    y = (w @ vv).transpose(1, 2).reshape(B, T, h * d)
+    return (attn.o_proj(y) if o_proj else y), ((k_all, v_all) if append else (k, v))
+
+
+_CALLS_LAYER = re.compile(r"(?<![\w.])attn\s*\(|\.forward\s*\(")
+
+
+def _run_chunks(fn, attn, x, splits):
+    """Feed x in pieces of ``splits`` tokens through ``fn(attn, piece, past)``; the outputs
+    concatenated along the sequence and the last cache."""
+    outs, past, start = [], None, 0
+    for n in splits:
+        y, past = fn(attn, x[:, start:start + n], past)
+        outs.append(y)
+        start += n
+    return torch.cat(outs, 1), past
+
+
+@checker("Exercise 13.5", companion_given=True)
+def gqa_with_cache(my_gqa_cached) -> None:
+    """``my_gqa_cached(attn, x, past)``: attn a GroupedQueryAttention, x ``(B, T, d_model)`` the new
+    tokens, past None or ``(k, v)`` of shape ``(B, h_kv, S, d_head)`` (keys rotated) -> ``(y, (k, v))``
+    with y ``(B, T, d_model)`` and the cache grown to ``S + T`` positions; fed a sequence in any
+    pieces, the outputs equal ``attn(whole sequence)``."""
+    _require_function(my_gqa_cached, "my_gqa_cached")
+    cases = [  # (seed, d_model, heads, kv heads, B, splits, dtype)
+        (0, 16, 4, 2, 1, [7], torch.float64), (1, 16, 4, 2, 1, [1] * 5, torch.float64),
+        (2, 24, 6, 2, 2, [3, 4], torch.float64), (3, 16, 4, 1, 1, [2, 1, 4], torch.float64),
+        (4, 16, 4, 4, 2, [5, 1, 1], torch.float64), (5, 16, 4, 2, 1, [1, 6], torch.float32)]
+    for seed, d_model, h, h_kv, B, splits, dtype in cases:
+        torch.manual_seed(1000 + seed)  # the checker's own weights; the global generator is restored below
+        state = torch.get_rng_state()
+        attn = _modern.GroupedQueryAttention(d_model, h, h_kv).to(dtype)
+        g = torch.Generator().manual_seed(seed)
+        L = sum(splits)
+        x = torch.randn(B, L, d_model, generator=g, dtype=torch.float64).to(dtype)
+        torch.set_rng_state(state)
+        label = (f"batch {B}, {h} query heads and {h_kv} key/value heads, {L} tokens fed as pieces of "
+                 f"{splits}, {dtype}")
+        with torch.no_grad():
+            whole = attn(x)  # the companion's attention on the whole sequence, no cache
+        # the layer itself must not be called: read from the source (the module travels to the
+        # grader's kernel, so no spy is attached to it)
+        text = rules.source_of(my_gqa_cached) or ""
+        calls = ["GroupedQueryAttention's own forward (attn(...))"] if _CALLS_LAYER.search(text) else []
+        with torch.no_grad():
+            outs, past, start = [], None, 0
+            for n in splits:
+                result = my_gqa_cached(attn, x[:, start:start + n].clone(), past)
+                if not isinstance(result, tuple) or len(result) != 2 or not isinstance(result[1], tuple) \
+                        or len(result[1]) != 2:
+                    hint("return a pair (y, (k, v)): the output of the new tokens and the grown cache, "
+                         f"keys and values (got {type(result).__name__}).")
+                y, past = result
+                y = _tensor_of(y, x, (B, n, d_model), "a tensor y of shape (B, T, d_model)")
+                for name, t in zip(("k", "v"), past):
+                    t = require_tensor(t, f"the cached {name}, a tensor")
+                    want = (B, h_kv, start + n, attn.d_head)
+                    if tuple(t.shape) == (B, h, start + n, attn.d_head) and h != h_kv:
+                        hint(f"your cache stores {h} heads: store the {h_kv} shared key/value heads only (that is "
+                             "the point of grouped-query attention) and repeat them when computing the scores.")
+                    if tuple(t.shape) == (B, h_kv, n, attn.d_head) and start:
+                        hint("the cache you return holds only the new tokens' keys and values: append them to "
+                             "`past` (torch.cat along the positions, dim 2) and return the whole cache.")
+                    if tuple(t.shape) != want:
+                        hint(f"the cached {name} must have shape (B, h_kv, S + T, d_head) = {want} after "
+                             f"{start + n} tokens (got {tuple(t.shape)}); {label}.", generic=True)
+                outs.append(y)
+                start += n
+        if calls:
+            hint(f"your function calls {calls[0]}; the exercise is to write the cached attention from the "
+                 "projections attn.q_proj, k_proj, v_proj and o_proj.")
+        out = torch.cat(outs, 1)
+        rtol = 1e-4 if dtype == torch.float32 else 1e-6
+        with torch.no_grad():
+            right_k = _run_chunks(_gqa_chunk, attn, x, splits)[1][0]
+        if close(out, whole, rtol=rtol, atol=1e-5) and close(past[0], right_k, rtol=rtol, atol=1e-5):
+            continue
+        with torch.no_grad():
+            mistakes = [
+                (dict(offset=False), "the new tokens were rotated as if they started at position 0: rotate "
+                                     "their queries and keys at offset S, the number of cached tokens."),
+                (dict(mask="top-left"), "the causal mask ignores the cache: new token t sits at position S + t "
+                                        "and sees keys 0 .. S + t, so the mask of shape (T, S + T) is "
+                                        "tril(diagonal=S), not tril()."),
+                (dict(mask="none"), "a new token sees the new tokens after it: with several new tokens, mask the "
+                                    "scores so that token t sees keys 0 .. S + t only."),
+                (dict(tiled=True), "query head i must read key/value head i // groups; you tiled the heads "
+                                   "(head i % h_kv, as k.repeat gives)."),
+                (dict(scale=d_model), "scale the scores by sqrt(d_head), the size of one head's vectors, "
+                                      "not sqrt(d_model)."),
+                (dict(o_proj=False), "the output projection attn.o_proj is missing after the heads are joined."),
+            ]
+            for kw, message in mistakes:
+                wrong = _run_chunks(lambda a, xx, p: _gqa_chunk(a, xx, p, **kw), attn, x, splits)[0]
+                if close(out, wrong, rtol=1e-4, atol=1e-5) and not close(wrong, whole, rtol=1e-4, atol=1e-5):
+                    hint(message + f" ({label})")
+        if close(out, whole, rtol=1e-4, atol=1e-5):
+            hint("the outputs are right, but the cached keys differ from the keys rotated at their own "
+                 f"positions: store each key once, already rotated ({label}; "
+                 f"{first_difference(past[0], right_k, 'k')}).", generic=True)
+        hint(f"fed as pieces of {splits} tokens, your outputs differ from the companion's attention on the whole "
+             f"sequence without a cache ({label}): {first_difference(out, whole)}.", generic=True)
+    passed("fed in any pieces, your cached grouped-query attention equals the attention of the whole sequence.")
+
+
+# ----------------------------------------------------------------------------------- 13.6
+def _ns(g, steps, *, normalize=True, coefficients=None):
+    a, b, c = coefficients or _modern.NEWTON_SCHULZ
+    wide = g.shape[0] <= g.shape[1]
+    x = g if wide else g.T
+    if normalize:
+        x = x / (x.norm() + 1e-7)
+    for _ in range(steps):
+        s = x @ x.T
+        x = a * x + (b * s + c * s @ s) @ x
+    return x if wide else x.T
+
+
+_LIBRARY_NS = {_modern.orthogonalize: "companion.modern.orthogonalize", torch.linalg.svd: "torch.linalg.svd",
+               torch.svd: "torch.svd", torch.linalg.qr: "torch.linalg.qr", torch.linalg.matrix_power: "matrix_power"}
+
+
+@checker("Exercise 13.6")
+def newton_schulz(my_orthogonalize) -> None:
+    """``my_orthogonalize(g, steps)``: g ``(m, n)`` -> ``(m, n)``, ``steps`` iterations of Muon's
+    quintic Newton-Schulz on ``g / (||g||_F + 1e-7)``, on the wide orientation (a tall ``g`` is
+    transposed first and the result transposed back)."""
+    _require_function(my_orthogonalize, "my_orthogonalize")
+    for seed, shape, steps, dtype in [(0, (4, 6), 5, torch.float64), (1, (7, 3), 5, torch.float64),
+                                      (2, (5, 5), 1, torch.float64), (3, (1, 4), 3, torch.float64),
+                                      (4, (6, 2), 2, torch.float64), (5, (3, 8), 5, torch.float32)]:
+        g = torch.Generator().manual_seed(seed)
+        m = torch.randn(shape, generator=g, dtype=torch.float64) * torch.logspace(-1, 0, shape[0],
+                                                                                   dtype=torch.float64)[:, None]
+        m = (m * 3).to(dtype)
+        m_in = m.clone()
+        with _watching(_LIBRARY_NS) as calls:
+            out = my_orthogonalize(m_in, steps)
+        if calls:
+            hint(f"your function calls {calls[0]}; the exercise is the Newton-Schulz iteration itself, with "
+                 "matrix products only.")
+        _unchanged(m, m_in, "g")
+        out = _tensor_of(out, m, shape, "a tensor of g's shape")
+        right = _ns(m.double(), steps)
+        label = (f"a {'tall' if shape[0] > shape[1] else 'wide' if shape[0] < shape[1] else 'square'} {shape} matrix, "
+                 f"{steps} steps")
+        if not torch.isfinite(out).all() or out.abs().max() > 1e6:
+            hint(f"your result has values of {out.abs().max().item():.3g} or not finite ({label}): divide g by its "
+                 "Frobenius norm (plus 1e-7) first (the iteration converges only when every singular value is <= 1), "
+                 "and check the signs of the coefficients (a, b, c) = (3.4445, -4.7750, 2.0315).")
+        if close(out, right.to(dtype), rtol=1e-4 if dtype == torch.float32 else 1e-7, atol=1e-5):
+            continue
+        m64 = m.double()
+        mistakes = [
+            (_ns(m64, steps, normalize=False), "divide g by its Frobenius norm (plus 1e-7) first: the "
+                                               "iteration converges only when every singular value is <= 1."),
+            (_ns(m64, steps, coefficients=(3.4445, 4.7750, 2.0315)),
+             "the second coefficient is negative: (a, b, c) = (3.4445, -4.7750, 2.0315)."),
+            (_ns(m64, steps, coefficients=(1.5, -0.5, 0.0)),
+             "use Muon's quintic coefficients (3.4445, -4.7750, 2.0315), not the cubic (1.5, -0.5)."),
+            (_ns(m64, steps - 1) if steps > 1 else m64 * 0 + float("nan"),
+             "you did one step too few: run the update `steps` times."),
+            (_ns(m64, steps + 1), "you did one step too many: run the update `steps` times."),
+        ]
+        for wrong, message in mistakes:
+            if close(out, wrong, rtol=1e-4, atol=1e-5):
+                hint(message + f" ({label})")
+        hint(f"the values differ from {steps} Newton-Schulz steps ({label}): {first_difference(out, right)}.",
+             generic=True)
+    passed("a few matrix products push every singular value towards 1: the update's directions all move alike.")
+
+
+# ----------------------------------------------------------------------------------- 13.7
+@checker("Exercise 13.7")
+def muon_step(my_muon_step) -> None:
+    """``my_muon_step(w, grad, buf, lr, momentum, weight_decay)`` -> ``(new_w, new_buf)``: one step of
+    :class:`companion.modern.Muon` for one matrix, as new tensors."""
+    _require_function(my_muon_step, "my_muon_step")
+    for seed, shape, lr, beta, wd, dtype in [(0, (6, 4), 0.02, 0.95, 0.0, torch.float64),
+                                             (1, (3, 8), 0.05, 0.9, 0.0, torch.float64),
+                                             (2, (5, 5), 0.02, 0.95, 0.1, torch.float64),
+                                             (3, (8, 2), 0.1, 0.5, 0.01, torch.float64),
+                                             (4, (4, 6), 0.02, 0.95, 0.0, torch.float32)]:
+        g = torch.Generator().manual_seed(seed)
+        label = (f"a {'tall' if shape[0] > shape[1] else 'wide' if shape[0] < shape[1] else 'square'} {shape} "
+                 f"matrix, lr={lr}, momentum={beta}, weight_decay={wd}, {dtype}")
+        w0 = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+        grads = [torch.randn(shape, generator=g, dtype=torch.float64).to(dtype) for _ in range(3)]
+        ref = torch.nn.Parameter(w0.clone())
+        opt = _modern.Muon([ref], lr=lr, momentum=beta, weight_decay=wd)
+        w, buf = w0.clone(), torch.zeros_like(w0)
+        for i, grad in enumerate(grads):  # three steps: the momentum buffer carries over
+            ref.grad = grad.clone()
+            opt.step()
+            right_buf = opt.state[ref]["momentum_buffer"]
+            args = (w.clone(), grad.clone(), buf.clone())
+            result = my_muon_step(*args, lr, beta, wd)
+            for name, before, after in zip(("w", "grad", "buf"), (w, grad, buf), args):
+                _unchanged(before, after, name)
+            if not isinstance(result, tuple) or len(result) != 2:
+                hint(f"return a pair (new_w, new_buf) (got {type(result).__name__}).")
+            new_w = _tensor_of(result[0], w0, shape, "new_w, a tensor of w's shape")
+            new_buf = _tensor_of(result[1], w0, shape, "new_buf, a tensor of w's shape")
+            rtol = 1e-4 if dtype == torch.float32 else 1e-7
+            if close(new_buf, right_buf, rtol=rtol, atol=1e-6) and close(new_w, ref.detach(), rtol=rtol, atol=1e-6):
+                w, buf = new_w.detach().clone(), new_buf.detach().clone()
+                continue
+            w64, g64, b64 = w.double(), grad.double(), buf.double()
+            m_right = b64 + (1 - beta) * (g64 - b64)
+            scale = max(1.0, shape[0] / shape[1]) ** 0.5
+
+            def step(update, *, s=scale, decay=True, m=m_right):
+                base = w64 * (1 - lr * wd) if decay else w64
+                return base - lr * s * _ns(update, 5), m
+
+            nesterov = g64 + beta * (m_right - g64)
+            mistakes = [
+                (b64 * beta + g64, None, "the buffer is an average: m = momentum * m + (1 - momentum) * grad "
+                                         "(buf.lerp(grad, 1 - momentum)), not momentum * m + grad."),
+                (None, step(m_right)[0], "Muon uses Nesterov momentum: orthogonalize (1 - momentum) * grad + "
+                                         "momentum * m, not the buffer m itself."),
+                (None, step(g64)[0], "the momentum is missing from the update: orthogonalize "
+                                     "(1 - momentum) * grad + momentum * m, with m the updated buffer."),
+                (None, step(nesterov, s=1.0)[0], "scale the step by sqrt(max(1, rows / cols)): a tall matrix "
+                                                 "moves further."),
+                (None, step(nesterov, s=(shape[0] / shape[1]) ** 0.5)[0],
+                 "the scale is sqrt(max(1, rows / cols)): a wide matrix keeps 1, it is not shrunk."),
+                (None, step(nesterov, decay=False)[0], "apply the decoupled weight decay first: "
+                                                       "w * (1 - lr * weight_decay), then the update."),
+                (None, w64 * (1 - lr * wd) + lr * scale * _ns(nesterov, 5),
+                 "the update is subtracted: w - lr * scale * orthogonalize(update)."),
+            ]
+            for wrong_buf, wrong_w, message in mistakes:
+                if wrong_buf is not None and close(new_buf, wrong_buf, rtol=1e-4, atol=1e-6):
+                    hint(message + f" ({label}, step {i + 1})")
+                if wrong_w is not None and close(new_w, wrong_w, rtol=1e-4, atol=1e-6) \
+                        and not close(wrong_w, ref.detach().double(), rtol=1e-4, atol=1e-6):
+                    hint(message + f" ({label}, step {i + 1})")
+            if not close(new_buf, right_buf, rtol=rtol, atol=1e-6):
+                hint(f"the new momentum buffer differs from Muon's after step {i + 1} ({label}): "
+                     f"{first_difference(new_buf, right_buf, 'new_buf')}.", generic=True)
+            hint(f"the new weights differ from companion.modern.Muon's after step {i + 1} ({label}): "
+                 f"{first_difference(new_w, ref.detach(), 'new_w')}.", generic=True)
+    passed("three steps of momentum, Nesterov look-ahead, orthogonalization and scale equal companion.modern.Muon's.")
