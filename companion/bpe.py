@@ -159,8 +159,8 @@ def pair_counts(ids: Sequence[int], counts: dict[tuple[int, int], int] | None = 
 
     ``pair_counts([1, 2, 1, 2])`` is ``{(1, 2): 2, (2, 1): 1}``. ``ids`` is a list or tuple of
     integer ids (or of tokens as bytes), a 1-D integer tensor or array, or a bytes object (its byte
-    values); text and negative ids are refused (encode the text first). A negative ``weight`` subtracts the pairs of ``ids``
-    from ``counts`` (an incremental update); it must be an integer.
+    values); text and negative ids are refused (encode the text first). A negative ``weight``
+    subtracts the pairs of ``ids`` from ``counts`` (an incremental update); it must be an integer.
     """
     ids = _id_list("ids", ids)
     if counts is not None and not isinstance(counts, dict):

@@ -408,8 +408,9 @@ class ModernGPT(nn.Module):
                                  "new one with model.new_cache(), or keep rows with cache.reorder(index)")
         if start + T > c.context_length:
             raise ValueError(f"the sequence is longer than the model's context: {start} cached + {T} new positions "
-                             f"> context_length={c.context_length}; " + (f"crop `idx` to its last {c.context_length - start} tokens"
-                                 if start < c.context_length else "the cache is full: start a new one with model.new_cache()"))
+                             f"> context_length={c.context_length}; "
+                             + (f"crop `idx` to its last {c.context_length - start} tokens" if start < c.context_length
+                                else "the cache is full: start a new one with model.new_cache()"))
         x = self.tok_emb(idx)  # (B, T, d_model): no position table, positions enter inside attention
         for i, block in enumerate(self.blocks):
             x = block(x, cache=None if cache is None else cache.layers[i])

@@ -1039,7 +1039,8 @@ def test_decoder_copy_from_hf_refuses_a_vit_a_headless_model_and_disagreeing_wei
 def test_bpe_refuses_float_special_ids_negative_ids_and_mixed_pairs():
     from companion import bpe
 
-    with pytest.raises(TypeError, match=r"`special_tokens`: the id of '<e>' must be an integer \(got 256\.0, a float\)"):
+    with pytest.raises(TypeError, match=r"`special_tokens`: the id of '<e>' must be an integer "
+                                        r"\(got 256\.0, a float\)"):
         bpe.BPETokenizer([], special_tokens={"<e>": 256.0})
     with pytest.raises(ValueError, match=r"`new_id` must be a token id >= 0 \(got new_id=-1\)"):
         bpe.merge([1, 2], (1, 2), -1)
