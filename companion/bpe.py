@@ -159,8 +159,8 @@ def pair_counts(ids: Sequence[int], counts: dict[tuple[int, int], int] | None = 
 
     ``pair_counts([1, 2, 1, 2])`` is ``{(1, 2): 2, (2, 1): 1}``. ``ids`` is a list or tuple of
     integer ids (or of tokens as bytes), a 1-D integer tensor or array, or a bytes object (its byte
-    values); text is refused (encode it first). A negative ``weight`` subtracts the pairs of ``ids``
-    from ``counts`` (an incremental update); it must be an integer.
+    values); text and negative ids are refused (encode the text first). A negative ``weight``
+    subtracts the pairs of ``ids`` from ``counts`` (an incremental update); it must be an integer.
     """
     ids = _id_list("ids", ids)
     if counts is not None and not isinstance(counts, dict):
@@ -177,8 +177,8 @@ def merge(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[int]:
     """``ids`` with every occurrence of ``pair``, read left to right, replaced by ``new_id``.
 
     Occurrences do not overlap: ``merge([5, 5, 5], (5, 5), 9)`` is ``[9, 5]``. ``ids`` as in
-    :func:`pair_counts`; ``pair`` is two ids (or two tokens as bytes), ``new_id`` an id (or the
-    merged token as bytes).
+    :func:`pair_counts`; ``pair`` is two ids (or two tokens as bytes, never one of each), ``new_id`` an id
+    (or the merged token as bytes); ids are never negative.
     """
     ids = _id_list("ids", ids)
     if not isinstance(pair, (tuple, list)):
@@ -188,6 +188,9 @@ def merge(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[int]:
                          f"item{'s' if len(pair) != 1 else ''})")
     for k, item in enumerate(pair):
         _check_id_item(f"pair[{k}]", item)
+    if isinstance(pair[0], bytes) != isinstance(pair[1], bytes):
+        raise TypeError(f"`pair` must be two integer ids or two tokens as bytes, not a mix of both (got "
+                        f"pair={_short(tuple(pair))}); a mixed pair would never match")
     _check_id_item("new_id", new_id)
     return _merge(ids, tuple(pair), new_id)
 
@@ -196,6 +199,8 @@ def _check_id_item(name: str, item: object) -> None:
     if not (isinstance(item, (bytes, numbers.Integral)) and not isinstance(item, bool)):
         raise TypeError(f"`{name}` must be an integer id (or a token as bytes) (got {_short(item)}, "
                         f"{_kind(item)})")
+    if not isinstance(item, bytes) and item < 0:
+        raise ValueError(f"`{name}` must be a token id >= 0 (got {name}={item}); ids are never negative")
 
 
 def _id_list(name: str, ids: object) -> list:
@@ -217,7 +222,11 @@ def _id_list(name: str, ids: object) -> list:
         if not integer:
             raise TypeError(f"`{name}` must hold integer token ids (got dtype={ids.dtype}); token ids are never "
                             "rounded: pass integers")
-        return ids.tolist()
+        items = ids.tolist()
+        if items and min(items) < 0:
+            raise ValueError(f"`{name}` must hold token ids >= 0 (got {min(items)} at position "
+                             f"{items.index(min(items))}); ids are never negative")
+        return items
     else:
         raise TypeError(f"`{name}` must be a list of integer token ids (got {_short(ids)}, "
                         f"{_kind(ids)})")
@@ -226,6 +235,9 @@ def _id_list(name: str, ids: object) -> list:
             if isinstance(item, bool) or not isinstance(item, numbers.Integral):
                 raise TypeError(f"`{name}` must hold integer token ids (or tokens as bytes) (got {_short(item)} "
                                 f"at position {position}, {_kind(item)})")
+        if not isinstance(item, bytes) and item < 0:
+            raise ValueError(f"`{name}` must hold token ids >= 0 (got {item} at position {position}); ids are "
+                             "never negative")
     return list(items)
 
 
@@ -289,7 +301,10 @@ class BPETokenizer:
         for text, i in self.special_tokens.items():
             if not isinstance(text, str) or not text:
                 raise TypeError(f"`special_tokens` names must be non-empty strings (got {_short(text)})")
-            if not isinstance(i, int) or isinstance(i, bool) or i < n:
+            if not isinstance(i, int) or isinstance(i, bool):
+                raise TypeError(f"`special_tokens`: the id of {text!r} must be an integer (got {i!r}, "
+                                f"{_kind(i)}); ids are never rounded")
+            if i < n:
                 raise ValueError(f"`special_tokens`: {text!r} needs an id of at least {n} (after the merged "
                                  f"tokens), got {i!r}")
         if len(set(self.special_tokens.values())) != len(self.special_tokens):

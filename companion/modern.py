@@ -65,6 +65,9 @@ def rotate(x: Tensor, *, offset: int = 0, base: float = 10000.0, layout: str = "
     Shapes:
         x: ``(..., T, d_head)`` with ``d_head`` even, for example ``(B, h, T, d_head)`` -> same.
     """
+    if isinstance(x, Tensor) and x.ndim and x.shape[-1] % 2:
+        raise ValueError(f"the last dimension of `x` (d_head) must be even: features rotate in pairs (got "
+                         f"d_head={x.shape[-1]}, x of shape {tuple(x.shape)})")
     return apply_rotary(x, offset=offset, base=base, layout=layout)
 
 
@@ -128,6 +131,9 @@ class GroupedQueryAttention(nn.Module):
         x: ``(B, T, d_model)``; with ``cache`` (a :class:`companion.attention.KVCache`), ``T`` new
         tokens at positions ``len(cache) ...``; the cache stores ``(B, n_kv_heads, S, d_head)``.
         returns ``(B, T, d_model)``.
+
+    Non-finite inputs (NaN, inf) are legitimate and give NaN outputs, as in ``torch.nn`` modules:
+    a check would cost a host-device synchronization in every layer of every step on a GPU.
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, *, d_head: int | None = None,
@@ -406,7 +412,9 @@ class ModernGPT(nn.Module):
                                  "new one with model.new_cache(), or keep rows with cache.reorder(index)")
         if start + T > c.context_length:
             raise ValueError(f"the sequence is longer than the model's context: {start} cached + {T} new positions "
-                             f"> context_length={c.context_length}; crop `idx` to its last {c.context_length - start} tokens")
+                             f"> context_length={c.context_length}; "
+                             + (f"crop `idx` to its last {c.context_length - start} tokens" if start < c.context_length
+                                else "the cache is full: start a new one with model.new_cache()"))
         x = self.tok_emb(idx)  # (B, T, d_model): no position table, positions enter inside attention
         for i, block in enumerate(self.blocks):
             x = block(x, cache=None if cache is None else cache.layers[i])
@@ -514,9 +522,13 @@ def orthogonalize(g: Tensor, steps: int = 5) -> Tensor:
     """The matrix nearest ``g`` with all singular values about 1 (``U V^T`` of ``g = U S V^T``),
     by ``steps`` Newton-Schulz iterations: only matrix products, no SVD.
 
-    Shapes: ``(m, n)`` -> ``(m, n)``.
+    Shapes: ``(m, n)`` -> ``(m, n)``. ``steps >= 1`` (0 steps would only normalize ``g``), as
+    :class:`Muon`'s ``ns_steps``. A non-finite ``g`` (NaN, inf) is legitimate and gives a NaN
+    matrix, as in torch's own functions: a check would cost a host-device synchronization for every
+    matrix at every step of :class:`Muon` on a GPU.
     """
     check_tensor("g", g, shape=("m", "n"), dtype="float")
+    check_int("steps", steps, minimum=1, hint="0 steps would only normalize `g`, not orthogonalize it")
     a, b, c = NEWTON_SCHULZ
     wide = g.shape[0] <= g.shape[1]
     x = g if wide else g.T  # (small, large): X X^T is the small square
@@ -571,6 +583,14 @@ class MuonWithAdamW:
     the groups of both (Muon's carry ``lr_scale``, the ratio of its peak to AdamW's)."""
 
     def __init__(self, muon: Muon, adamw: torch.optim.Optimizer):
+        if isinstance(adamw, Muon) and not isinstance(muon, Muon):
+            raise TypeError(f"MuonWithAdamW(muon, adamw) takes the Muon first, then the AdamW (got "
+                            f"{type(muon).__name__}, {type(adamw).__name__}): swap the two arguments")
+        check_instance("muon", muon, Muon, "a companion.modern.Muon")
+        check_instance("adamw", adamw, torch.optim.Optimizer, "a torch.optim.Optimizer such as AdamW")
+        if isinstance(adamw, Muon):
+            raise TypeError("`adamw` must be the optimizer of the vectors and embeddings, such as AdamW (got a "
+                            "second Muon)")
         self.muon, self.adamw = muon, adamw
 
     @property
@@ -587,4 +607,8 @@ class MuonWithAdamW:
         return {"muon": self.muon.state_dict(), "adamw": self.adamw.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict) or not {"muon", "adamw"} <= set(state):
+            got = sorted(map(str, state)) if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"`state` must be a MuonWithAdamW.state_dict(), a dict with keys 'muon' and 'adamw' "
+                             f"(got keys {got}); a single optimizer's state dict holds only one of the two")
         self.muon.load_state_dict(state["muon"]), self.adamw.load_state_dict(state["adamw"])

@@ -35,8 +35,8 @@ from torch.nn import functional as F
 from companion.block import block_parameters
 from companion.encoder import Encoder
 from companion.positional import sinusoidal_encoding
-from companion.validation import (check_bool, check_choice, check_finite, check_float, check_index, check_int,
-                                  check_tensor)
+from companion.validation import (check_bool, check_choice, check_finite, check_float, check_float_dtype,
+                                  check_index, check_int, check_tensor)
 
 __all__ = [
     "patchify",
@@ -188,6 +188,7 @@ def sincos_2d_encoding(grid_height: int, grid_width: int, d_model: int, *, c: fl
     gh = check_int("grid_height", grid_height, minimum=1)
     gw = check_int("grid_width", grid_width, minimum=1)
     d = check_int("d_model", d_model, minimum=1)
+    dtype = check_float_dtype("dtype", dtype)  # an integer or complex table would be sines truncated or cast
     if d % 4:
         raise ValueError(f"`d_model` must be a multiple of 4 (got d_model={d}): half the features for the row, "
                          "half for the column, each in (sin, cos) pairs")
@@ -259,6 +260,10 @@ class VisionTransformer(nn.Module):
 
     Shapes:
         images ``(B, C, H, W)`` -> logits ``(B, n_classes)``.
+
+    Non-finite pixels (NaN, inf) are legitimate input to the forward and give NaN logits, as in
+    ``torch.nn`` modules: checking them would cost a host-device synchronization on every batch of a
+    training loop on a GPU. :func:`train_classifier` refuses non-finite images once, before training.
     """
 
     def __init__(self, config: ViTConfig | None = None, **overrides: Any):

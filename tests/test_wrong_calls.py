@@ -1033,3 +1033,113 @@ def test_decoder_copy_from_hf_refuses_a_vit_a_headless_model_and_disagreeing_wei
     idx = torch.randint(0, 40, (1, 5))
     with torch.no_grad():
         torch.testing.assert_close(ours(idx)[0], tied_hf(idx).logits, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------- the outside red team's findings (fix_wrongcalls2)
+def test_bpe_refuses_float_special_ids_negative_ids_and_mixed_pairs():
+    from companion import bpe
+
+    with pytest.raises(TypeError, match=r"`special_tokens`: the id of '<e>' must be an integer "
+                                        r"\(got 256\.0, a float\)"):
+        bpe.BPETokenizer([], special_tokens={"<e>": 256.0})
+    with pytest.raises(ValueError, match=r"`new_id` must be a token id >= 0 \(got new_id=-1\)"):
+        bpe.merge([1, 2], (1, 2), -1)
+    with pytest.raises(ValueError, match=r"`pair\[1\]` must be a token id >= 0 \(got pair\[1\]=-2\)"):
+        bpe.merge([1, 2], (1, -2), 9)
+    with pytest.raises(TypeError, match=r"`pair` must be two integer ids or two tokens as bytes, not a mix of both "
+                                        r"\(got pair=\(1, b'b'\)\)"):
+        bpe.merge([1, 2], (1, b"b"), 9)
+    with pytest.raises(ValueError, match=r"`ids` must hold token ids >= 0 \(got -2 at position 1\)"):
+        bpe.pair_counts([1, -2])
+    with pytest.raises(ValueError, match=r"`ids` must hold token ids >= 0 \(got -2 at position 1\)"):
+        bpe.pair_counts(torch.tensor([1, -2]))
+    with pytest.raises(ValueError, match=r"`ids` must hold token ids >= 0 \(got -1 at position 0\)"):
+        bpe.merge([-1, 2], (1, 2), 9)
+    tok = bpe.BPETokenizer([], special_tokens={"<e>": 256})
+    with pytest.raises(ValueError, match=r"`ids` must hold token ids in \[0, 257\) \(got -1 at position 0\)"):
+        tok.decode([-1])  # decode refuses negative ids too: consistent
+    # the legitimate calls still work: bytes pairs, and ids as before
+    assert bpe.merge([b"a", b"b", b"a"], (b"a", b"b"), b"ab") == [b"ab", b"a"]
+    assert bpe.merge([5, 5, 5], (5, 5), 9) == [9, 5]
+    assert bpe.pair_counts([1, 2, 1, 2]) == {(1, 2): 2, (2, 1): 1}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.complex64, torch.bool])
+def test_sincos_2d_encoding_refuses_a_dtype_that_is_not_floating(dtype):
+    from companion import vit
+
+    with pytest.raises(ValueError, match=rf"`dtype` must be a floating-point dtype such as torch\.float32 "
+                                         rf"\(got {re.escape(str(dtype))}\)"):
+        vit.sincos_2d_encoding(2, 2, 8, dtype=dtype)
+    assert vit.sincos_2d_encoding(2, 2, 8, dtype=torch.float64).dtype == torch.float64
+
+
+def test_non_finite_inputs_to_the_forwards_and_orthogonalize_are_documented_as_legitimate():
+    """Judged legitimate (NaN in, NaN out, as torch.nn modules): a check would sync the GPU in the hot
+    path. The docstrings say so, and train_classifier still refuses NaN images up front."""
+    from companion import modern, vit
+
+    torch.manual_seed(0)
+    m = vit.VisionTransformer(vit.ViTConfig(image_size=8, patch_size=2, n_channels=1, n_classes=10, d_model=16,
+                                            n_layers=1, n_heads=2)).eval()
+    for bad in (NAN, INF):
+        assert torch.isnan(m(torch.full((1, 1, 8, 8), bad))).all()
+    attn = modern.GroupedQueryAttention(32, 4, 2)
+    assert torch.isnan(attn(torch.full((1, 3, 32), NAN))).all()
+    g = torch.rand(3, 3)
+    g[0, 0] = NAN
+    assert torch.isnan(modern.orthogonalize(g)).all()
+    for doc in (vit.VisionTransformer.__doc__, modern.GroupedQueryAttention.__doc__, modern.orthogonalize.__doc__):
+        assert "legitimate" in doc and "NaN" in doc
+    with pytest.raises(ValueError, match=r"`images`"):
+        vit.train_classifier(m, torch.full((4, 1, 8, 8), NAN), torch.zeros(4, dtype=torch.long), epochs=1)
+
+
+@pytest.mark.parametrize("steps", [0, -1])
+def test_orthogonalize_refuses_fewer_than_one_step_as_muon_does(steps):
+    from companion import modern
+
+    with pytest.raises(ValueError, match=rf"`steps` must be a positive integer \(got steps={steps}\)"):
+        modern.orthogonalize(torch.rand(3, 3), steps=steps)
+    with pytest.raises(ValueError, match=rf"`ns_steps` must be a positive integer \(got ns_steps={steps}\)"):
+        modern.Muon([nn.Parameter(torch.rand(4, 4))], ns_steps=steps)
+
+
+def test_muon_with_adamw_refuses_none_swapped_arguments_and_a_foreign_state_dict():
+    from companion import modern
+
+    w, b = nn.Parameter(torch.rand(4, 4)), nn.Parameter(torch.rand(4))
+    with pytest.raises(TypeError, match=r"`muon` must be a companion\.modern\.Muon \(got NoneType\)"):
+        modern.MuonWithAdamW(None, torch.optim.AdamW([b]))
+    with pytest.raises(TypeError, match=r"`adamw` must be a torch\.optim\.Optimizer such as AdamW \(got NoneType\)"):
+        modern.MuonWithAdamW(modern.Muon([w]), None)
+    with pytest.raises(TypeError, match=r"MuonWithAdamW\(muon, adamw\) takes the Muon first, then the AdamW \(got "
+                                        r"AdamW, Muon\): swap the two arguments"):
+        modern.MuonWithAdamW(torch.optim.AdamW([b]), modern.Muon([w]))
+    with pytest.raises(TypeError, match=r"`adamw` must be the optimizer of the vectors .* \(got a second Muon\)"):
+        modern.MuonWithAdamW(modern.Muon([w]), modern.Muon([nn.Parameter(torch.rand(3, 3))]))
+    o = modern.MuonWithAdamW(modern.Muon([w]), torch.optim.AdamW([b]))
+    with pytest.raises(ValueError, match=r"`state` must be a MuonWithAdamW\.state_dict\(\), a dict with keys 'muon' "
+                                         r"and 'adamw' \(got keys \['param_groups', 'state'\]\)"):
+        o.load_state_dict(torch.optim.AdamW([b]).state_dict())
+    o.load_state_dict(o.state_dict())  # its own state still loads
+
+
+def test_rotate_names_the_last_dimension_and_a_full_cache_says_so():
+    from companion import modern
+
+    with pytest.raises(ValueError, match=r"the last dimension of `x` \(d_head\) must be even: features rotate in "
+                                         r"pairs \(got d_head=7, x of shape \(1, 3, 7\)\)"):
+        modern.rotate(torch.rand(1, 3, 7))
+    torch.manual_seed(0)
+    m = modern.ModernGPT(modern.ModernConfig(vocab_size=50, context_length=16, d_model=32, n_layers=1, n_heads=4,
+                                             n_kv_heads=2)).eval()
+    cache = m.new_cache()
+    m(torch.randint(0, 50, (1, 16)), cache=cache)
+    with pytest.raises(ValueError, match=r"16 cached \+ 1 new positions > context_length=16; the cache is full: "
+                                         r"start a new one with model\.new_cache\(\)"):
+        m(torch.randint(0, 50, (1, 1)), cache=cache)
+    cache = m.new_cache()
+    m(torch.randint(0, 50, (1, 10)), cache=cache)
+    with pytest.raises(ValueError, match=r"crop `idx` to its last 6 tokens"):
+        m(torch.randint(0, 50, (1, 7)), cache=cache)
