@@ -11,7 +11,7 @@ from companion.attention import causal_mask, padding_mask
 from ._core import (require_graph, StudentError, attempt, checker, close, first_difference, hint, library, passed, require_tensor,
                     source_facts,
                     uses_companion)
-from . import _diff
+from . import _diff, rules
 from .rules import watch
 
 
@@ -154,7 +154,7 @@ def attention(my_attention) -> None:
                 hint("return only the output (..., n, d_v), not a pair; the weights are not part of the answer here.")
             got = _diff.real_tensor(got, text)
             if _diff.same_values(got, expected, where, text):
-                if grad and not got.requires_grad:
+                if grad and not got.requires_grad and not rules.is_remote(my_attention):
                     hint("the values are right, but no gradient flows back to the inputs: compute with torch "
                          "operations on the tensors you are given (no .detach(), .numpy(), torch.tensor(...)).")
                 continue

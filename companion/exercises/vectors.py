@@ -10,7 +10,7 @@ import torch
 
 from ._core import (StudentError, require_graph, attempt, checker, close, describe, first_difference, hint, passed, require_tensor, safe_float,
                     source_facts, uses_numpy, uses_torch)
-from . import _diff
+from . import _diff, rules
 from .rules import watch
 
 # The seed's worked example and its two activities, with their hand-computed answers.
@@ -242,7 +242,7 @@ def all_pairs(my_all_scores) -> None:
             got = _diff.real_tensor(got, text)
             expected = _pairs_reference(Q, K)
             if _diff.same_values(got, expected, where, text, "S"):
-                if grad and not got.requires_grad:
+                if grad and not got.requires_grad and not rules.is_remote(my_all_scores):
                     hint("the values are right, but no gradient flows back to Q and K: compute with torch "
                          "operations on the tensors you are given (no .detach(), .numpy(), torch.tensor(...)).")
                 continue
