@@ -96,46 +96,57 @@ COSINE = [
 
 # --- 1.3 ---------------------------------------------------------------------------------------------
 def my_all_scores(Q, K):
-    return Q @ K.T
+    return Q.transpose(0, 1) @ K.permute(1, 2, 0)  # (B, n, d) @ (B, d, m)
+
+
+def _bnm(Q, K):
+    return torch.einsum("nbd,mbd->bnm", Q, K)
 
 
 ALL_PAIRS = [
-    Mutant("transposed", lambda Q, K: K @ Q.T, "K Qᵀ"),
-    Mutant("Q transpose Q", lambda Q, K: Q.T @ Q, "(d, d)"),
-    Mutant("scaled already", lambda Q, K: Q @ K.T / math.sqrt(Q.shape[-1]), "exercise 1.4"),
-    Mutant("sign flipped", lambda Q, K: -(Q @ K.T), "sign is flipped"),
-    Mutant("returns a list", lambda Q, K: (Q @ K.T).tolist(), "return a tensor"),
-    Mutant("returns None", lambda Q, K: None, "return a tensor"),
-    Mutant("queries with queries", lambda Q, K: Q @ Q.T),
-    Mutant("plus one", lambda Q, K: Q @ K.T + 1),
-    Mutant("two features only", lambda Q, K: Q[:, :2] @ K[:, :2].T),
-    Mutant("integer scores", lambda Q, K: (Q @ K.T).int()),
-    Mutant("Q @ K", lambda Q, K: Q @ K, "RuntimeError", raised=True),
-    Mutant("row sums", lambda Q, K: (Q @ K.T).sum(1)),
-    Mutant("NaN", lambda Q, K: torch.full((Q.shape[0], K.shape[0]), float("nan"))),
+    Mutant("batch-first assumed", lambda Q, K: Q @ K.transpose(-2, -1), "pairs the wrong axes"),
+    Mutant("(n, B, m) order", lambda Q, K: torch.einsum("nbd,mbd->nbm", Q, K), "batch axis first"),
+    Mutant("transposed", lambda Q, K: torch.einsum("nbd,mbd->bmn", Q, K), "transposed"),
+    Mutant("scaled already", lambda Q, K: _bnm(Q, K) / math.sqrt(Q.shape[-1]), "raw scores"),
+    Mutant("sign flipped", lambda Q, K: -_bnm(Q, K), "sign is flipped"),
+    Mutant("K.T on 3-D", lambda Q, K: Q.transpose(0, 1) @ K.T, "shapes do not fit"),
+    Mutant("queries with queries", lambda Q, K: _bnm(Q, Q)),
+    Mutant("returns a list", lambda Q, K: _bnm(Q, K).tolist(), "wrong type"),
+    Mutant("returns None", lambda Q, K: None, "wrong type"),
+    Mutant("a meta tensor", lambda Q, K: torch.empty(Q.shape[1], Q.shape[0], K.shape[0], device="meta"),
+           "wrong type"),
+    Mutant("in float32", lambda Q, K: _bnm(Q.float(), K.float()), "dtype"),
+    Mutant("float32 inside float64", lambda Q, K: _bnm(Q.float(), K.float()).to(Q.dtype), "7 digits"),
+    Mutant("detached", lambda Q, K: _bnm(Q, K).detach(), "no gradient flows"),
+    Mutant("requires_grad_ on Q", lambda Q, K: _bnm(Q.requires_grad_(), K), "requires_grad"),
+    Mutant("first sequence only", lambda Q, K: _bnm(Q[:, :1], K[:, :1]).expand(Q.shape[1], -1, -1)),
+    Mutant("plus one", lambda Q, K: _bnm(Q, K) + 1),
+    Mutant("breaks for one key", lambda Q, K: _bnm(Q, K) if K.shape[0] > 1 else _bnm(Q, K) * 0),
+    Mutant("NaN", lambda Q, K: _bnm(Q, K) * float("nan")),
 ]
 
 
 # --- 1.4 ---------------------------------------------------------------------------------------------
-def my_scaled_scores(Q, K):
-    d = Q.shape[-1]
-    return Q @ K.T / math.sqrt(d)
+def my_scale(d, var_q, var_k):
+    return math.sqrt(d * var_q * var_k)
 
 
 SCALED = [
-    Mutant("raw scores", lambda Q, K: Q @ K.T, "raw scores"),
-    Mutant("divided by d", lambda Q, K: Q @ K.T / Q.shape[-1], "you divided by d"),
-    Mutant("d ** 1/2", lambda Q, K: Q @ K.T / Q.shape[-1] ** 1 / 2, "operator precedence"),
-    Mutant("times sqrt(d)", lambda Q, K: Q @ K.T * math.sqrt(Q.shape[-1]), "multiplied by sqrt(d)"),
-    Mutant("sqrt of n", lambda Q, K: Q @ K.T / math.sqrt(Q.shape[0]), "number of vectors"),
-    Mutant("sqrt of m", lambda Q, K: Q @ K.T / math.sqrt(K.shape[0]), "number of vectors"),
-    Mutant("transposed", lambda Q, K: (K @ Q.T) / math.sqrt(Q.shape[-1]), "transposed"),
-    Mutant("the example's sqrt(16)", lambda Q, K: Q @ K.T / 4.0, "not from the example's numbers"),
-    Mutant("returns a list", lambda Q, K: my_scaled_scores(Q, K).tolist(), "return a tensor"),
-    Mutant("returns None", lambda Q, K: None, "return a tensor"),
-    Mutant("integer sqrt", lambda Q, K: Q @ K.T / math.isqrt(Q.shape[-1]) if Q.shape[-1] != 16 else Q @ K.T / 5),
-    Mutant("scaled keys only", lambda Q, K: Q @ (K / Q.shape[-1]).T, "you divided by d"),
-    Mutant("NaN", lambda Q, K: Q @ K.T * float("nan")),
+    Mutant("sqrt(d) only", lambda d, a, b: math.sqrt(d), "that is sqrt(d)"),
+    Mutant("the variance", lambda d, a, b: d * a * b, "that is the variance"),
+    Mutant("variances outside the root", lambda d, a, b: math.sqrt(d) * a * b, "under the square root"),
+    Mutant("sum of variances", lambda d, a, b: math.sqrt(d * (a + b)), "not the sum"),
+    Mutant("d", lambda d, a, b: d, "dividing by d"),
+    Mutant("the factor 1 / scale", lambda d, a, b: 1 / math.sqrt(d * a * b), "1 / scale"),
+    Mutant("queries only", lambda d, a, b: math.sqrt(d * a), "keys' variance"),
+    Mutant("keys only", lambda d, a, b: math.sqrt(d * b), "queries' variance"),
+    Mutant("returns a string", lambda d, a, b: str(math.sqrt(d * a * b)), "wrong type"),
+    Mutant("returns None", lambda d, a, b: None, "wrong type"),
+    Mutant("a meta tensor", lambda d, a, b: torch.empty((), device="meta"), "wrong type"),
+    Mutant("standard deviations added", lambda d, a, b: math.sqrt(d) * (math.sqrt(a) + math.sqrt(b))),
+    Mutant("draws from torch's generator", lambda d, a, b: math.sqrt(d * a * b) + 0 * torch.rand(1).item(),
+           "random generator"),
+    Mutant("NaN", lambda d, a, b: float("nan")),
 ]
 
 
@@ -143,7 +154,7 @@ EXERCISES = [
     Exercise(check.dot_by_hand, my_dot, DOT),
     Exercise(check.cosine, my_cosine, COSINE),
     Exercise(check.all_pairs, my_all_scores, ALL_PAIRS),
-    Exercise(check.scaled_scores, my_scaled_scores, SCALED),
+    Exercise(check.scaled_scores, my_scale, SCALED),
 ]
 
 test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

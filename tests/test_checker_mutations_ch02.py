@@ -49,12 +49,16 @@ SOFTMAX = [
 # --- 2.2 ---------------------------------------------------------------------------------------------
 def my_attention(Q, K, V):
     d_k = Q.shape[-1]
-    weights = torch.softmax(Q @ K.T / math.sqrt(d_k), dim=-1)  # (n, m), rows sum to 1
-    return weights @ V  # (n, m) @ (m, d_v) -> (n, d_v)
+    weights = torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(d_k), dim=-1)  # (..., n, m)
+    return weights @ V  # (..., n, m) @ (..., m, d_v) -> (..., n, d_v)
 
 
 def _attn(scale=lambda Q, K, V: math.sqrt(Q.shape[-1]), dim=-1, values=lambda Q, K, V: V):
-    return lambda Q, K, V: torch.softmax(Q @ K.T / scale(Q, K, V), dim=dim) @ values(Q, K, V)
+    return lambda Q, K, V: torch.softmax(Q @ K.transpose(-2, -1) / scale(Q, K, V), dim=dim) @ values(Q, K, V)
+
+
+def _mT(K):
+    return K.transpose(-2, -1)
 
 
 ATTENTION = [
@@ -63,72 +67,112 @@ ATTENTION = [
     Mutant("d_k ** 1/2 as a scale", _attn(scale=lambda Q, K, V: Q.shape[-1] ** 1 / 2), "operator precedence"),
     Mutant("times sqrt(d_k)", _attn(scale=lambda Q, K, V: 1 / math.sqrt(Q.shape[-1])), "multiplied by sqrt"),
     Mutant("sqrt(d_v)", _attn(scale=lambda Q, K, V: math.sqrt(V.shape[-1])), "sqrt(d_v)"),
-    Mutant("sqrt of the number of keys", _attn(scale=lambda Q, K, V: math.sqrt(K.shape[0])), "sequence length"),
-    Mutant("sqrt of the number of queries", _attn(scale=lambda Q, K, V: math.sqrt(Q.shape[0])), "sequence length"),
-    Mutant("softmax over the queries", _attn(dim=0), "wrong axis"),
-    Mutant("weights only", lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), -1), "multiply them by V"),
+    Mutant("sqrt of the number of keys", _attn(scale=lambda Q, K, V: math.sqrt(K.shape[-2])), "sequence length"),
+    Mutant("sqrt of the number of queries", _attn(scale=lambda Q, K, V: math.sqrt(Q.shape[-2])), "sequence length"),
+    Mutant("sqrt(Q.shape[0])", _attn(scale=lambda Q, K, V: math.sqrt(Q.shape[0])), "sequence length"),
+    Mutant("softmax over dim=0", _attn(dim=0), "wrong axis"),
+    Mutant("softmax over dim=1 (the buggy one's)", _attn(dim=1), "queries' axis"),
+    Mutant("softmax over dim=-2", _attn(dim=-2), "wrong axis"),
+    Mutant("K.T (the buggy one's)", lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), -1) @ V,
+           "K.T reverses every axis"),
+    Mutant("the buggy function itself", lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(V.shape[-1]), dim=1) @ V,
+           "sqrt(d_v)"),
+    Mutant("weights only", lambda Q, K, V: torch.softmax(Q @ _mT(K) / math.sqrt(Q.shape[-1]), -1),
+           "multiply them by V"),
     Mutant("averages the keys", _attn(values=lambda Q, K, V: K), "averaged the key rows"),
-    Mutant("scale outside the softmax", lambda Q, K, V: torch.softmax(Q @ K.T, -1) / math.sqrt(Q.shape[-1]) @ V,
+    Mutant("scale outside the softmax", lambda Q, K, V: torch.softmax(Q @ _mT(K), -1) / math.sqrt(Q.shape[-1]) @ V,
            "inside the softmax"),
-    Mutant("no softmax", lambda Q, K, V: (Q @ K.T / math.sqrt(Q.shape[-1])) @ V, "softmax is missing"),
-    Mutant("sigmoid", lambda Q, K, V: torch.sigmoid(Q @ K.T / math.sqrt(Q.shape[-1])) @ V, "sigmoid"),
-    Mutant("sign flipped", lambda Q, K, V: torch.softmax(-Q @ K.T / math.sqrt(Q.shape[-1]), -1) @ V, "sign"),
+    Mutant("no softmax", lambda Q, K, V: (Q @ _mT(K) / math.sqrt(Q.shape[-1])) @ V, "softmax is missing"),
+    Mutant("sigmoid", lambda Q, K, V: torch.sigmoid(Q @ _mT(K) / math.sqrt(Q.shape[-1])) @ V, "sigmoid"),
+    Mutant("sign flipped", lambda Q, K, V: torch.softmax(-Q @ _mT(K) / math.sqrt(Q.shape[-1]), -1) @ V, "sign"),
     Mutant("the example's sqrt(8)", _attn(scale=lambda Q, K, V: math.sqrt(8)), "not from the example's numbers"),
     Mutant("returns (output, weights)", lambda Q, K, V: (my_attention(Q, K, V), None), "return only the output"),
-    Mutant("returns None", lambda Q, K, V: None, "return a tensor"),
-    Mutant("K @ Q.T", lambda Q, K, V: torch.softmax(K @ Q.T / math.sqrt(Q.shape[-1]), -1) @ V, "RuntimeError", raised=True),
-    Mutant("values transposed", lambda Q, K, V: (torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), -1) @ V).T),
+    Mutant("returns None", lambda Q, K, V: None, "wrong type"),
+    Mutant("a meta tensor", lambda Q, K, V: torch.empty(Q.shape[:-1] + V.shape[-1:], device="meta"), "wrong type"),
+    Mutant("float32 inside float64", lambda Q, K, V: my_attention(Q.float(), K.float(), V.float()).to(Q.dtype),
+           "7 digits"),
+    Mutant("library attention", lambda Q, K, V: F.scaled_dot_product_attention(Q, K, V), "the very thing"),
+    Mutant("K @ Q.T", lambda Q, K, V: torch.softmax(K @ Q.T / math.sqrt(Q.shape[-1]), -1) @ V, "RuntimeError",
+           raised=True),
+    Mutant("detached", lambda Q, K, V: my_attention(Q, K, V).detach(), "no gradient"),
+    Mutant("2-D only via squeeze", lambda Q, K, V: my_attention(Q.squeeze(0), K.squeeze(0), V.squeeze(0))),
+    Mutant("forces grad mode on", lambda Q, K, V: (torch.set_grad_enabled(True), my_attention(Q, K, V))[1],
+           "grad mode"),
 ]
 
 
 # --- 2.3 ---------------------------------------------------------------------------------------------
-def my_causal_mask(T):
-    i = torch.arange(T).unsqueeze(1)  # (T, 1): query positions
-    j = torch.arange(T).unsqueeze(0)  # (1, T): key positions
-    return j <= i  # hide only the future, j > i
+def my_causal_mask(T, S=None):
+    S = T if S is None else S
+    i = torch.arange(T).unsqueeze(1) + (S - T)  # (T, 1): query positions
+    j = torch.arange(S).unsqueeze(0)  # (1, S): key positions
+    return j <= i  # hide only the future
 
 
-def _ones(T):
-    return torch.ones(T, T, dtype=torch.bool)
+def _ones(T, S=None):
+    return torch.ones(T, T if S is None else S, dtype=torch.bool)
+
+
+def _off(T, S=None):
+    return (T if S is None else S) - T
 
 
 CAUSAL = [
-    Mutant("diagonal masked", lambda T: _ones(T).tril(-1), "diagonal is masked"),
-    Mutant("inverted", lambda T: ~my_causal_mask(T), "inverted"),
-    Mutant("upper triangle", lambda T: _ones(T).triu(), "upper triangle"),
-    Mutant("strict upper triangle", lambda T: _ones(T).triu(1), "inverted"),
-    Mutant("one diagonal too many", lambda T: _ones(T).tril(1), "one diagonal too many"),
-    Mutant("no mask at all", lambda T: _ones(T), "nothing is masked"),
-    Mutant("float 0/1", lambda T: torch.ones(T, T).tril(), "boolean"),
-    Mutant("additive mask", lambda T: torch.zeros(T, T).masked_fill(~my_causal_mask(T), float("-inf")), "additive float mask"),
-    Mutant("integers", lambda T: my_causal_mask(T).int(), "boolean"),
-    Mutant("returns a list", lambda T: my_causal_mask(T).tolist(), "boolean tensor"),
-    Mutant("returns None", lambda T: None, "boolean tensor"),
-    Mutant("one row too many", lambda T: torch.ones(T + 1, T, dtype=torch.bool).tril()),
-    Mutant("the example's T = 4", lambda T: _ones(4).tril()),
-    Mutant("j < i", lambda T: torch.arange(T)[None, :] < torch.arange(T)[:, None], "diagonal is masked"),
+    Mutant("top-left aligned (torch's is_causal)", lambda T, S=None: _ones(T, S).tril(), "aligned top-left"),
+    Mutant("diagonal masked", lambda T, S=None: _ones(T, S).tril(_off(T, S) - 1), "diagonal is masked"),
+    Mutant("inverted", lambda T, S=None: ~my_causal_mask(T, S), "inverted"),
+    Mutant("upper triangle", lambda T, S=None: _ones(T, S).triu(_off(T, S)), "upper triangle"),
+    Mutant("one diagonal too many", lambda T, S=None: _ones(T, S).tril(_off(T, S) + 1), "one key too many"),
+    Mutant("no mask at all", lambda T, S=None: _ones(T, S), "nothing is masked"),
+    Mutant("ignores S", lambda T, S=None: _ones(T).tril(), "one column per key"),
+    Mutant("float 0/1", lambda T, S=None: my_causal_mask(T, S).float(), "boolean"),
+    Mutant("additive mask", lambda T, S=None: torch.zeros(T, S or T).masked_fill(~my_causal_mask(T, S), float("-inf")),
+           "additive float mask"),
+    Mutant("returns a list", lambda T, S=None: my_causal_mask(T, S).tolist(), "wrong type"),
+    Mutant("returns None", lambda T, S=None: None, "wrong type"),
+    Mutant("one row too many", lambda T, S=None: torch.ones(T + 1, S or T, dtype=torch.bool).tril()),
+    Mutant("S required", lambda T, S: my_causal_mask(T, S), "TypeError", raised=True),
+    Mutant("j < i", lambda T, S=None: torch.arange(S or T)[None, :] < torch.arange(T)[:, None] + _off(T, S),
+           "diagonal is masked"),
+    Mutant("offset only when T = 1", lambda T, S=None: my_causal_mask(T, S) if T == 1 else _ones(T, S).tril(),
+           "aligned top-left"),
 ]
 
 
 # --- 2.4 ---------------------------------------------------------------------------------------------
 def my_padding_mask(lengths, S):
-    return torch.arange(S).unsqueeze(0) < lengths.unsqueeze(1)  # (1, S) < (B, 1) -> (B, S)
+    real_key = torch.arange(S).unsqueeze(0) < lengths.unsqueeze(1)  # (B, S)
+    causal = torch.ones(S, S, dtype=torch.bool).tril()  # (S, S)
+    return real_key.unsqueeze(1) & causal  # (B, 1, S) & (S, S) -> (B, S, S)
+
+
+def _keys(l, S):
+    return torch.arange(S)[None, :] < l[:, None]
+
+
+def _tri(S):
+    return torch.ones(S, S, dtype=torch.bool).tril()
 
 
 PADDING = [
+    Mutant("padding only, (B, S)", lambda l, S: _keys(l, S), "key padding mask alone"),
+    Mutant("padding only, (B, 1, S)", lambda l, S: _keys(l, S)[:, None, :], "without the causal rule"),
+    Mutant("padding only, expanded", lambda l, S: _keys(l, S)[:, None, :].expand(len(l), S, S), "only the padding"),
+    Mutant("causal only", lambda l, S: _tri(S).expand(len(l), S, S), "only the causal rule"),
+    Mutant("queries masked too", lambda l, S: my_padding_mask(l, S) & _keys(l, S)[:, :, None], "padded queries"),
     Mutant("inverted", lambda l, S: ~my_padding_mask(l, S), "inverted"),
-    Mutant("j <= L", lambda l, S: torch.arange(S)[None, :] <= l[:, None], "j < L, not j <= L"),
-    Mutant("j < L - 1", lambda l, S: torch.arange(S)[None, :] < l[:, None] - 1, "one position too few"),
-    Mutant("j >= L", lambda l, S: torch.arange(S)[None, :] >= l[:, None], "inverted"),
-    Mutant("(S, B)", lambda l, S: torch.arange(S)[:, None] < l[None, :], "(S, B)"),
+    Mutant("j <= L", lambda l, S: (torch.arange(S)[None, None, :] <= l[:, None, None]) & _tri(S), "too many"),
+    Mutant("j < L - 1", lambda l, S: (torch.arange(S)[None, None, :] < l[:, None, None] - 1) & _tri(S), "too few"),
+    Mutant("or instead of and", lambda l, S: _keys(l, S)[:, None, :] | _tri(S), "'or'"),
+    Mutant("transposed", lambda l, S: my_padding_mask(l, S).transpose(1, 2), "transposed"),
     Mutant("float", lambda l, S: my_padding_mask(l, S).float(), "boolean"),
-    Mutant("longest length instead of S", lambda l, S: my_padding_mask(l, int(l.max())), "S columns"),
-    Mutant("no unsqueeze", lambda l, S: torch.arange(S) < l, "RuntimeError", raised=True),
-    Mutant("returns a list", lambda l, S: my_padding_mask(l, S).tolist(), "boolean tensor"),
-    Mutant("returns None", lambda l, S: None, "boolean tensor"),
-    Mutant("one column too many", lambda l, S: my_padding_mask(l, S + 1)),
+    Mutant("longest length instead of S", lambda l, S: my_padding_mask(l, int(l.max()))),
+    Mutant("returns a list", lambda l, S: my_padding_mask(l, S).tolist(), "wrong type"),
+    Mutant("returns None", lambda l, S: None, "wrong type"),
     Mutant("the example's S = 4", lambda l, S: my_padding_mask(l, 4)),
-    Mutant("ones everywhere", lambda l, S: torch.ones(len(l), S, dtype=torch.bool)),
+    Mutant("ones everywhere", lambda l, S: torch.ones(len(l), S, S, dtype=torch.bool)),
+    Mutant("int64 lengths only", lambda l, S: my_padding_mask(l, S) if l.dtype == torch.int64 else
+           my_padding_mask(l, S) & False),
 ]
 
 

@@ -15,11 +15,40 @@ from mutation_harness import Exercise, Mutant, make_tests
 
 # --- 1.5: saturation, predicted then measured --------------------------------------------------------
 def my_saturation(q, K, V, scale):
+    with torch.enable_grad():  # works when called under no_grad too
+        q = q.detach().requires_grad_(True)
+        scores = (K.detach() @ q.unsqueeze(-1)).squeeze(-1) / scale  # (N, n)
+        w = torch.softmax(scores, dim=-1)
+        (w.unsqueeze(1) @ V.detach()).sum().backward()
+    return w.max(dim=-1).values.detach(), q.grad.norm(dim=-1)
+
+
+def _autograd_grad(q, K, V, scale):  # a right variant: torch.autograd.grad leaves no .grad anywhere
+    with torch.enable_grad():
+        q = q.detach().requires_grad_(True)
+        w = torch.softmax((K @ q.unsqueeze(-1)).squeeze(-1) / scale, dim=-1)
+        (g,) = torch.autograd.grad((w.unsqueeze(1) @ V).sum(), q)
+    return w.max(dim=-1).values.detach(), g.norm(dim=-1)
+
+
+def _callers_q(q, K, V, scale):  # issue 33's false pass: requires_grad_ on the caller's own tensor
+    q.requires_grad_(True)
+    with torch.enable_grad():
+        w = torch.softmax((K @ q.unsqueeze(-1)).squeeze(-1) / scale, dim=-1)
+        (w.unsqueeze(1) @ V).sum().backward()
+    return w.max(dim=-1).values.detach(), q.grad.norm(dim=-1)
+
+
+def _no_enable_grad(q, K, V, scale):
     q = q.detach().requires_grad_(True)
-    scores = (K @ q.unsqueeze(-1)).squeeze(-1) / scale  # (N, n)
-    w = torch.softmax(scores, dim=-1)
+    w = torch.softmax((K @ q.unsqueeze(-1)).squeeze(-1) / scale, dim=-1)
     (w.unsqueeze(1) @ V).sum().backward()
     return w.max(dim=-1).values.detach(), q.grad.norm(dim=-1)
+
+
+def _moves_rng(q, K, V, scale):
+    torch.rand(1)
+    return my_saturation(q, K, V, scale)
 
 
 def _sat(scale_fn=lambda s: s, dim=-1, pick=lambda w, scores: w.max(dim=-1).values, loss=lambda out: out.sum(),
@@ -50,16 +79,23 @@ SATURATION = [
     Mutant("returns two strings", lambda q, K, V, s: ("w", "g"), "should return a tensor"),
     Mutant("mean largest weight", _sat(pick=lambda w, s: w.max(dim=-1).values.mean()), "one number per query"),
     Mutant("raises", lambda q, K, V, s: q @ K, raised=True),
+    Mutant("requires_grad_ on the caller's q", _callers_q, "requires_grad"),
+    Mutant("fails under no_grad", _no_enable_grad, "torch.no_grad()"),
+    Mutant("draws from the global generator", _moves_rng, "random generator"),
+    Mutant("float32 inside", lambda q, K, V, s: tuple(t.double() for t in my_saturation(q.float(), K.float(),
+                                                                                        V.float(), s))),
 ]
 
 
 # --- 2.5: a permutation-equivariance test ------------------------------------------------------------
 def my_is_equivariant(f, X):
-    for _ in range(5):  # one permutation may leave a token in place
-        perm = torch.randperm(X.shape[0])
-        if not torch.allclose(f(X[perm]), f(X)[perm]):
-            return False
-    return True
+    n = X.shape[0]
+    perms = [torch.arange(n).roll(1)] + [torch.randperm(n) for _ in range(5)]  # the shift moves every token
+    return all(torch.allclose(f(X[perm]), f(X)[perm]) for perm in perms)
+
+
+def _many_random(f, X):  # a right variant: many random permutations, no shift
+    return all(torch.allclose(f(X[p]), f(X)[p]) for p in (torch.randperm(X.shape[0]) for _ in range(20)))
 
 
 def _with_perm(make_perm, compare=torch.allclose, inverse=False, invariance=False):
@@ -99,6 +135,13 @@ EQUIVARIANCE = [
     Mutant("swaps the first two tokens only",
            _with_perm(lambda n: torch.cat([torch.tensor([1, 0]), torch.arange(2, n)]))),
     Mutant("raises", lambda f, X: f(X)[X.shape[0] + 5], raised=True),
+    # issue 33's false passes: one random permutation, the reversal only, a tolerance of 0.5
+    Mutant("a single random permutation", _with_perm(torch.randperm), "2 or 3 tokens"),
+    Mutant("the reversal only", _with_perm(lambda n: torch.arange(n).flip(0)), "reversal"),
+    Mutant("a tolerance of 0.5", _with_perm(torch.randperm, compare=lambda a, b: torch.allclose(a, b, atol=0.5)),
+           "tolerance is far too loose"),
+    Mutant("five random permutations, no shift", lambda f, X: all(
+        torch.allclose(f(X[p]), f(X)[p]) for p in (torch.randperm(X.shape[0]) for _ in range(5))), "2 or 3 tokens"),
 ]
 
 
@@ -254,4 +297,6 @@ def test_the_tests_are_deterministic_for_right_answers():
     # the reference tests draw random permutations and tokens: repeat them
     for _ in range(5):
         assert check.equivariance_test(my_is_equivariant).passed
+        assert check.equivariance_test(_many_random).passed
+        assert check.saturation(_autograd_grad).passed
         assert check.future_leak_test(my_leaks_future).passed

@@ -31,8 +31,9 @@ def test_stable_softmax():
 
 
 def test_attention():
-    right = lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), -1) @ V
+    right = lambda Q, K, V: torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), -1) @ V
     assert check.attention(right).passed
+    assert check.attention(lambda Q, K, V: torch.softmax(Q @ K.mT / Q.shape[-1] ** 0.5, dim=-1) @ V).passed
     assert check.attention(stub).status == "not attempted"
     assert "forgot the scale" in check.attention(lambda Q, K, V: torch.softmax(Q @ K.T, -1) @ V).message
     assert "square root" in check.attention(lambda Q, K, V: torch.softmax(Q @ K.T / Q.shape[-1], -1) @ V).message
@@ -40,44 +41,42 @@ def test_attention():
     assert "wrong axis" in check.attention(wrong_axis).message
     weights_only = lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), -1)
     assert "multiply them by V" in check.attention(weights_only).message
-    times = lambda Q, K, V: torch.softmax(Q @ K.T * math.sqrt(Q.shape[-1]), -1) @ V
-    assert "multiplied by sqrt" in check.attention(times).message
     by_d_v = lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(V.shape[-1]), -1) @ V
     assert "sqrt(d_v)" in check.attention(by_d_v).message
-    by_length = lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(K.shape[0]), -1) @ V
-    assert "sequence length" in check.attention(by_length).message
-    by_queries = lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[0]), -1) @ V
-    assert "sequence length" in check.attention(by_queries).message
+    # the bugs of the chapter's buggy_attention, one at a time: each shows only on a batch
+    two_d_only = lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), -1) @ V
+    assert "K.T reverses every axis" in check.attention(two_d_only).message
+    dim_one = lambda Q, K, V: torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), 1) @ V
+    assert "dim=1" in check.attention(dim_one).message
     crash = check.attention(lambda Q, K, V: Q @ K @ V)
     assert crash.status == "hint" and "RuntimeError" in crash.message
 
 
 def test_causal():
-    right = lambda T: torch.ones(T, T, dtype=torch.bool).tril()
+    right = lambda T, S=None: torch.ones(T, S or T, dtype=torch.bool).tril((S or T) - T)
     assert check.causal(right).passed
     assert check.causal(stub).status == "not attempted"
-    assert "j > i" in check.causal(lambda T: torch.ones(T, T, dtype=torch.bool).tril(-1)).message
-    assert "inverted" in check.causal(lambda T: ~torch.ones(T, T, dtype=torch.bool).tril()).message
-    assert "upper triangle" in check.causal(lambda T: torch.ones(T, T, dtype=torch.bool).triu()).message
-    assert "inverted" in check.causal(lambda T: torch.ones(T, T, dtype=torch.bool).triu(1)).message
-    additive = lambda T: torch.zeros(T, T).masked_fill(~right(T), float("-inf"))
+    assert "aligned top-left" in check.causal(lambda T, S=None: torch.ones(T, S or T, dtype=torch.bool).tril()).message
+    assert "inverted" in check.causal(lambda T, S=None: ~right(T, S)).message
+    additive = lambda T, S=None: torch.zeros(T, S or T).masked_fill(~right(T, S), float("-inf"))
     assert "additive float mask" in check.causal(additive).message
-    assert "boolean" in check.causal(lambda T: torch.ones(T, T).tril()).message
+    assert "boolean" in check.causal(lambda T, S=None: right(T, S).float()).message
+    assert "you returned str" in check.causal(lambda T: "✅ passed").message  # the grader's cheater
 
 
 def test_padding():
-    right = lambda lengths, S: torch.arange(S)[None, :] < lengths[:, None]
+    right = lambda l, S: (torch.arange(S)[None, None, :] < l[:, None, None]) & torch.ones(S, S, dtype=torch.bool).tril()
     assert check.padding(right).passed
     assert check.padding(stub).status == "not attempted"
     assert "inverted" in check.padding(lambda l, S: ~right(l, S)).message
-    assert "j < L" in check.padding(lambda l, S: torch.arange(S)[None, :] <= l[:, None]).message
-    assert "(S, B)" in check.padding(lambda l, S: right(l, S).T).message
+    assert "key padding mask alone" in check.padding(lambda l, S: torch.arange(S)[None, :] < l[:, None]).message
     assert "boolean" in check.padding(lambda l, S: right(l, S).float()).message
+    assert check.padding(lambda l, S: torch.ones(len(l), S, dtype=torch.bool)).status == "hint"
 
 
 def test_issue_10_cases():
     # 2.2 crashed inside its own code on an unrecognized wrong answer of the right shape.
-    odd = check.attention(lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), -1) @ V + 0.1)
+    odd = check.attention(lambda Q, K, V: torch.softmax(Q @ K.mT / math.sqrt(Q.shape[-1]), -1) @ V + 0.1)
     assert odd.status == "hint" and odd.kind == "generic" and "is " in odd.message
     # 2.1 accepted torch.softmax, which the exercise forbids; every library softmax is noticed.
     for library in (lambda x: torch.softmax(x, -1), lambda x: torch.nn.functional.softmax(x, -1),

@@ -41,27 +41,44 @@ def test_cosine():
 
 
 def test_all_pairs():
-    assert check.all_pairs(lambda Q, K: Q @ K.T).passed
+    right = lambda Q, K: torch.einsum("nbd,mbd->bnm", Q, K)
+    assert check.all_pairs(right).passed
+    assert check.all_pairs(lambda Q, K: Q.transpose(0, 1) @ K.permute(1, 2, 0)).passed
+    loop = lambda Q, K: torch.stack([Q[:, b] @ K[:, b].T for b in range(Q.shape[1])])
+    assert check.all_pairs(loop).passed  # a loop over the batch is allowed: the layout is the point
     assert check.all_pairs(stub).status == "not attempted"
-    assert "transpose" in check.all_pairs(lambda Q, K: K @ Q.T).message
-    assert "(d, d)" in check.all_pairs(lambda Q, K: Q.T @ Q).message
-    assert "exercise 1.4" in check.all_pairs(lambda Q, K: Q @ K.T / math.sqrt(Q.shape[-1])).message
-    assert "return a tensor" in check.all_pairs(lambda Q, K: (Q @ K.T).tolist()).message
+    assert "transposed" in check.all_pairs(lambda Q, K: torch.einsum("nbd,mbd->bmn", Q, K)).message
+    assert "batch axis first" in check.all_pairs(lambda Q, K: torch.einsum("nbd,mbd->nbm", Q, K)).message
+    assert "pairs the wrong axes" in check.all_pairs(lambda Q, K: Q @ K.transpose(-2, -1)).message
+    assert "raw scores" in check.all_pairs(lambda Q, K: right(Q, K) / math.sqrt(Q.shape[-1])).message
+    assert "wrong type" in check.all_pairs(lambda Q, K: right(Q, K).tolist()).message
+
+
+def test_all_pairs_edge_classes_name_themselves():
+    only_square = lambda Q, K: torch.einsum("nbd,mbd->bnm", Q, K) if Q.shape[1] > 1 else Q.sum() * 0
+    assert "a batch of one" in check.all_pairs(only_square).message
+    in_place = check.all_pairs(lambda Q, K: torch.einsum("nbd,mbd->bnm", Q.requires_grad_(), K))
+    assert "requires_grad" in in_place.message
+    half = lambda Q, K: torch.einsum("nbd,mbd->bnm", Q.float(), K.float()).to(Q.dtype)
+    assert "7 digits" in check.all_pairs(half).message
 
 
 def test_scaled_scores():
-    assert check.scaled_scores(lambda Q, K: Q @ K.T / math.sqrt(Q.shape[-1])).passed
+    assert check.scaled_scores(lambda d, a, b: math.sqrt(d * a * b)).passed
+    assert check.scaled_scores(lambda d, a, b: (d * a * b) ** 0.5).passed
+    assert check.scaled_scores(lambda d, a, b: torch.tensor(float(d * a * b)).sqrt()).passed
     assert check.scaled_scores(stub).status == "not attempted"
-    assert "raw scores" in check.scaled_scores(lambda Q, K: Q @ K.T).message
-    assert "divided by d" in check.scaled_scores(lambda Q, K: Q @ K.T / Q.shape[-1]).message
-    assert "number of vectors" in check.scaled_scores(lambda Q, K: Q @ K.T / math.sqrt(Q.shape[0])).message
+    assert "that is sqrt(d)" in check.scaled_scores(lambda d, a, b: math.sqrt(d)).message
+    assert "variance of q · k" in check.scaled_scores(lambda d, a, b: d * a * b).message
+    assert "under the square root" in check.scaled_scores(lambda d, a, b: math.sqrt(d) * a * b).message
+    assert "wrong type" in check.scaled_scores(lambda d, a, b: [math.sqrt(d * a * b)]).message
 
 
 def test_feedback_text_is_one_clear_line():
-    text = repr(check.scaled_scores(lambda Q, K: Q @ K.T / math.sqrt(Q.shape[-1])))
+    text = repr(check.scaled_scores(lambda d, a, b: math.sqrt(d * a * b)))
     assert text.startswith("✅ Exercise 1.4 passed:")
     assert repr(check.scaled_scores(stub)).startswith("⏳ Exercise 1.4 not attempted yet:")
-    assert repr(check.scaled_scores(lambda Q, K: Q @ K.T)).startswith("❌ Exercise 1.4 not yet:")
+    assert repr(check.scaled_scores(lambda d, a, b: math.sqrt(d))).startswith("❌ Exercise 1.4 not yet:")
 
 
 # --- the rules each exercise's text states, whatever the import -------------------------------------
@@ -138,9 +155,3 @@ def _all_scores_for(Q, K):
     for i in range(Q.shape[0]):
         S[i] = K @ Q[i]
     return S
-
-
-def test_all_pairs_no_python_loop():
-    assert "no Python loop" in check.all_pairs(_all_scores_loop).message
-    assert "no Python loop" in check.all_pairs(_all_scores_for).message
-    assert "no Python loop" in check.all_pairs(lambda Q, K: torch.stack(list(map(lambda q: K @ q, Q)))).message

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import torch
 
@@ -10,6 +11,7 @@ from companion.attention import causal_mask, padding_mask
 from ._core import (require_graph, StudentError, attempt, checker, close, first_difference, hint, library, passed, require_tensor,
                     source_facts,
                     uses_companion)
+from . import _diff, rules
 from .rules import watch
 
 
@@ -90,137 +92,234 @@ def stable_softmax(my_softmax) -> None:
     passed("stable: subtracting the row maximum keeps every exponent at or below 0.")
 
 
+def _attention_cases():
+    """(label, Q, K, V): 2-D first (the chapter's layout), then batches of any rank and size."""
+    g = _gen(2)
+    draw = random.Random()  # a fresh draw each run, beside the fixed classes
+    shapes = [
+        ("a 2-D example", (), 4, 6, 8, 3, torch.float32),
+        ("a 2-D example of another width", (), 3, 5, 5, 2, torch.float32),
+        ("a batch (B, n, d_k), float64", (3,), 4, 5, 6, 2, torch.float64),
+        ("a batch with n = m and d_k = d_v", (2,), 5, 5, 4, 4, torch.float64),
+        ("a batch of one", (1,), 3, 4, 5, 3, torch.float64),
+        ("one query", (2,), 1, 6, 3, 2, torch.float64),
+        ("one key", (2,), 4, 1, 3, 5, torch.float64),
+        ("heads as a second batch axis (B, h, n, d_k)", (2, 3), 4, 5, 2, 3, torch.float32),
+        ("a fresh random draw", (draw.randint(1, 3), draw.randint(1, 3)), draw.randint(1, 6), draw.randint(1, 6),
+         draw.randint(1, 6), draw.randint(1, 6), torch.float64),
+    ]
+    fresh = torch.Generator().manual_seed(draw.randrange(2**31))
+    cases = []
+    for label, lead, n, m, d_k, d_v, dtype in shapes:
+        gen = fresh if label.startswith("a fresh") else g
+        cases.append((label, torch.randn(*lead, n, d_k, generator=gen, dtype=dtype),
+                      torch.randn(*lead, m, d_k, generator=gen, dtype=dtype),
+                      torch.randn(*lead, m, d_v, generator=gen, dtype=dtype)))
+    return cases
+
+
+def _sdpa(Q, K, V, *, scale=None, dim=-1, sign=1.0, values=None, after=False, func=torch.softmax):
+    scores = sign * (Q @ K.transpose(-2, -1))
+    scale = math.sqrt(Q.shape[-1]) if scale is None else scale
+    if after:
+        return func(scores, dim) / scale @ V
+    return func(scores / scale, dim) @ (V if values is None else values)
+
+
 @checker("Exercise 2.2")
 def attention(my_attention) -> None:
-    """``my_attention(Q, K, V)`` -> ``softmax(Q K^T / sqrt(d_k)) V`` for Q (n, d_k), K (m, d_k), V (m, d_v)."""
-    g = _gen(2)
-    for n, m, d_k, d_v in ((4, 6, 8, 3), (3, 5, 5, 2)):  # two widths: a scale written as a number fits only one
-        Q, K, V = torch.randn(n, d_k, generator=g), torch.randn(m, d_k, generator=g), torch.randn(m, d_v, generator=g)
-        scores = Q @ K.T  # (n, m)
-        weights = torch.softmax(scores / math.sqrt(d_k), -1)  # (n, m)
-        expected = weights @ V  # (n, d_v)
-        got = my_attention(Q.clone(), K.clone(), V.clone())
-        if isinstance(got, tuple) and len(got) == 2 and close(got[0], expected):
-            hint("return only the output (n, d_v), not a pair; the weights are not part of the answer here.")
-        got = require_tensor(got)
-        if close(got, expected):
-            continue
-        if close(got, weights):
-            hint("you returned the attention weights (n, m); multiply them by V to get the output (n, d_v).")
-        if close(got, weights @ K):
-            hint("you averaged the key rows; the weighted average is of the value rows: weights @ V.")
-        if got.shape != expected.shape:
-            hint(f"the output should have shape (n, d_v) = {tuple(expected.shape)}, got {tuple(got.shape)}.",
-                 generic=True)
-        mistakes = [
-            (torch.softmax(scores, -1) @ V, "you forgot the scale: divide the scores by sqrt(d_k) before the softmax."),
-            (torch.softmax(scores / d_k, -1) @ V,
-             "you divided by d_k; the scale is its square root, sqrt(d_k) (chapter 1 measured why)."),
-            (torch.softmax(scores / (d_k / 2), -1) @ V,
-             "operator precedence: d_k ** 1/2 is (d_k ** 1) / 2. Write math.sqrt(d_k) or d_k ** 0.5."),
-            (torch.softmax(scores / d_k / 2, -1) @ V,
-             "operator precedence: x / d_k ** 1/2 is (x / d_k) / 2. Write math.sqrt(d_k) or d_k ** 0.5."),
-            (torch.softmax(scores * math.sqrt(d_k), -1) @ V, "you multiplied by sqrt(d_k); divide by it."),
-            (torch.softmax(scores / math.sqrt(d_v), -1) @ V,
-             "you divided by sqrt(d_v), the width of the values; the scale is sqrt(d_k), the width of the "
-             "queries and keys (Q.shape[-1])."),
-            (torch.softmax(scores / math.sqrt(m), -1) @ V,
-             "you divided by the square root of a sequence length (the number of rows); the scale is "
-             "sqrt(d_k), the width of each query and key (Q.shape[-1])."),
-            (torch.softmax(scores / math.sqrt(n), -1) @ V,
-             "you divided by the square root of a sequence length (the number of rows); the scale is "
-             "sqrt(d_k), the width of each query and key (Q.shape[-1])."),
-            (torch.softmax(scores / math.sqrt(d_k), 0) @ V,
-             "softmax over the wrong axis: each query row must sum to 1 over the keys (dim=-1), not each column."),
-            (torch.softmax(scores, -1) / math.sqrt(d_k) @ V,
-             "the scale goes inside the softmax: softmax(Q K^T / sqrt(d_k)), not softmax(Q K^T) / sqrt(d_k)."),
-            ((scores / math.sqrt(d_k)) @ V, "the softmax is missing: the scaled scores must become weights "
-                                            "that are positive and sum to 1 in each row."),
-            (torch.sigmoid(scores / math.sqrt(d_k)) @ V,
-             "a sigmoid gives each weight separately; the weights of a row must sum to 1: use the softmax over "
-             "the keys."),
-            (torch.softmax(-scores / math.sqrt(d_k), -1) @ V,
-             "the sign of the scores is flipped: a larger q · k must give a larger weight."),
-            (torch.softmax(scores / math.sqrt(8), -1) @ V if d_k != 8 else expected,
-             f"for queries of width d_k = {d_k} the scale is sqrt({d_k}): compute it from the input, "
-             "Q.shape[-1], not from the example's numbers."),
-        ]
-        for wrong, message in mistakes:
-            if close(got, wrong):
-                hint(message)
-        hint(f"the output does not match softmax(Q K^T / sqrt(d_k)) V: {first_difference(got, expected)}.",
-             generic=True)
-    with watch() as seen:
-        my_attention(Q.clone(), K.clone(), V.clone())
-    shortcuts = seen.called("scaled_dot_product_attention", "multi_head_attention_forward",
-                            "_scaled_dot_product_attention")
-    if shortcuts:
-        hint(f"the values are right, but your function calls {library(shortcuts[0])}, the very thing the "
-             "exercise asks you to write: compute the scores, the softmax (torch.softmax or your my_softmax) "
-             "and the weighted sum yourself.")
+    """``my_attention(Q, K, V)`` -> ``softmax(Q K^T / sqrt(d_k)) V`` for any number of leading batch axes."""
+    classes = [("", False, False), (", with requires_grad", True, False), (", under torch.no_grad()", False, True)]
+    for index, (label, Q, K, V) in enumerate(_attention_cases()):
+        for extra, grad, no_grad in classes if index in (2, 4) else classes[:1]:
+            where = label + extra
+            text = f"my_attention(Q {tuple(Q.shape)}, K {tuple(K.shape)}, V {tuple(V.shape)})"
+            try:
+                with watch() as seen:
+                    got = _diff.call(my_attention, (Q, K, V), where, grad=grad, no_grad=no_grad,
+                                     name="my_attention", first=index == 0 and not extra)
+            except StudentError as exc:
+                error = str(exc.error)
+                if Q.dim() > 2 and isinstance(exc.error, RuntimeError) and ("size" in error or "dimension" in error):
+                    hint(f"{text} fails on {where}: K.T reverses every axis of a batched tensor ((B, m, d_k) "
+                         "becomes (d_k, m, B)); transpose only the last two, K.transpose(-2, -1).")
+                raise
+            shortcuts = seen.called("scaled_dot_product_attention", "multi_head_attention_forward",
+                                    "_scaled_dot_product_attention")
+            if shortcuts:
+                hint(f"your function calls {library(shortcuts[0])}, the very thing the exercise asks you to "
+                     "write: compute the scores, the softmax and the weighted sum yourself.")
+            expected = _sdpa(Q, K, V)
+            if isinstance(got, tuple) and len(got) == 2 and close(got[0], expected):
+                hint("return only the output (..., n, d_v), not a pair; the weights are not part of the answer here.")
+            got = _diff.real_tensor(got, text)
+            if _diff.same_values(got, expected, where, text):
+                if grad and not got.requires_grad and not rules.is_remote(my_attention):
+                    hint("the values are right, but no gradient flows back to the inputs: compute with torch "
+                         "operations on the tensors you are given (no .detach(), .numpy(), torch.tensor(...)).")
+                continue
+            _attention_mistakes(got, Q, K, V, where)
+            _diff.generic(got, expected, where, text)
+    Q, K, V = _attention_cases()[2][1:]
     require_graph(my_attention, (Q, K, V))
-    passed("softmax(Q K^T / sqrt(d_k)) V: one weighted average of the value rows per query.")
+    passed("softmax(Q Kᵀ / sqrt(d_k)) V over the last two axes: one weighted average of the value rows per "
+           "query, for every sequence and head of a batch.")
+
+
+def _attention_mistakes(got, Q, K, V, where):
+    n, d_k = Q.shape[-2:]
+    m, d_v = V.shape[-2:]
+    weights = torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(d_k), -1)
+    if close(got, weights):
+        hint("you returned the attention weights (..., n, m); multiply them by V to get the output.")
+    if close(got, weights @ K):
+        hint("you averaged the key rows; the weighted average is of the value rows: weights @ V.")
+    mistakes = [
+        (dict(scale=1.0), "you forgot the scale: divide the scores by sqrt(d_k) before the softmax."),
+        (dict(scale=d_k), "you divided by d_k; the scale is its square root, sqrt(d_k) (chapter 1 measured why)."),
+        (dict(scale=d_k / 2), "operator precedence: d_k ** 1/2 is (d_k ** 1) / 2. Write math.sqrt(d_k) or d_k ** 0.5."),
+        (dict(scale=2 * d_k), "operator precedence: x / d_k ** 1/2 is (x / d_k) / 2. Write math.sqrt(d_k) or d_k ** 0.5."),
+        (dict(scale=1 / math.sqrt(d_k)), "you multiplied by sqrt(d_k); divide by it."),
+        (dict(scale=math.sqrt(d_v)), "you divided by sqrt(d_v), the width of the values; the scale is sqrt(d_k), "
+                                     "the width of the queries and keys (Q.shape[-1])."),
+        (dict(scale=math.sqrt(m)), "you divided by the square root of a sequence length; the scale is sqrt(d_k), "
+                                   "the width of each query and key (Q.shape[-1])."),
+        (dict(scale=math.sqrt(n)), "you divided by the square root of a sequence length; the scale is sqrt(d_k), "
+                                   "the width of each query and key (Q.shape[-1])."),
+        (dict(scale=math.sqrt(Q.shape[0])), f"you divided by sqrt(Q.shape[0]), which is a batch size on {where}: "
+                                            "the scale is sqrt(Q.shape[-1])."),
+        (dict(dim=1), "softmax over dim=1: on a batch (B, n, m) that is the queries' axis, not the keys'. "
+                      "Count from the end, dim=-1, so that any number of leading axes works."),
+        (dict(dim=0), "softmax over the wrong axis: on 2-D scores dim=0 (or dim=-2) is the queries, on a batch "
+                      "dim=0 is the batch; the weights of each query sum to 1 over the keys, dim=-1."),
+        (dict(dim=-2), "softmax over the queries' axis: on scores (..., n, m) the keys are the last axis; each "
+                       "query's weights must sum to 1 over the keys, dim=-1 (dim=1 is the queries on a batch)."),
+        (dict(after=True), "the scale goes inside the softmax: softmax(Q Kᵀ / sqrt(d_k)), not "
+                           "softmax(Q Kᵀ) / sqrt(d_k)."),
+        (dict(func=lambda x, dim: x), "the softmax is missing: the scaled scores must become weights that are "
+                                      "positive and sum to 1 in each row."),
+        (dict(func=lambda x, dim: torch.sigmoid(x)), "a sigmoid gives each weight separately; the weights of a "
+                                                     "row must sum to 1: use the softmax over the keys."),
+        (dict(sign=-1.0), "the sign of the scores is flipped: a larger q · k must give a larger weight."),
+        (dict(scale=math.sqrt(8)), f"for queries of width d_k = {d_k} the scale is sqrt({d_k}): compute it from "
+                                   "the input, Q.shape[-1], not from the example's numbers."),
+    ]
+    expected = _sdpa(Q, K, V)
+    for kwargs, message in mistakes:
+        try:
+            wrong = _sdpa(Q, K, V, **kwargs)
+        except (RuntimeError, IndexError):
+            continue
+        if close(got, wrong) and not close(wrong, expected):
+            hint(message if "where" in message or Q.dim() == 2 else f"{message} (fails on {where})")
 
 
 @checker("Exercise 2.3")
 def causal(my_causal_mask) -> None:
-    """``my_causal_mask(T)`` -> bool (T, T), True where query i may attend to key j (j <= i)."""
-    for T in (4, 6, 1):  # T = 1 last: there, several mistakes look alike
-        got = require_tensor(my_causal_mask(T), "a boolean tensor")
-        expected = causal_mask(T)
-        if tuple(got.shape) != (T, T):
-            hint(f"my_causal_mask({T}) should have shape ({T}, {T}), got {tuple(got.shape)}.", generic=True)
+    """``my_causal_mask(T, S=None)`` -> bool (T, S): the T queries are the last T of S positions."""
+    draw = random.Random()
+    S_fresh = draw.randint(2, 12)
+    cases = [((4,), "a square mask, T = 4"), ((1,), "T = 1"), ((7,), "an odd T = 7"),
+             ((3, 5), "3 queries after 2 cached keys, (T, S) = (3, 5)"),
+             ((1, 6), "one new query after 5 cached keys (T = 1, S = 6)"), ((4, 4), "T = S given twice"),
+             ((1, 1), "T = S = 1"), ((2, 9), "(T, S) = (2, 9)"),
+             ((draw.randint(1, S_fresh), S_fresh), "a fresh random (T, S)")]
+    for index, (args, label) in enumerate(cases):
+        T = args[0]
+        S = args[1] if len(args) > 1 else T
+        text = f"my_causal_mask({', '.join(map(str, args))})"
+        got = _diff.call(my_causal_mask, args, label, name="my_causal_mask", first=index == 0)
+        got = _diff.real_tensor(got, text, "a boolean tensor")
+        expected = causal_mask(T, S)
         if got.dtype != torch.bool:
-            if close(got, torch.zeros(T, T).masked_fill(~expected, float("-inf"))):
-                hint("that is the additive float mask (0 and -inf); the exercise asks for the boolean mask, True = may attend.")
-            hint(f"return a boolean tensor (True = may attend), got dtype {got.dtype}. Comparisons such "
-                 "as j <= i give one; so does torch.ones(T, T, dtype=torch.bool).tril().")
+            if tuple(got.shape) == (T, S) and close(got, torch.zeros(T, S).masked_fill(~expected, float("-inf"))):
+                hint("that is the additive float mask (0 and -inf); the exercise asks for the boolean mask, "
+                     "True = may attend.")
+            hint(f"wrong type: return a boolean tensor (True = may attend), got dtype {got.dtype}. Comparisons such "
+                 "as j <= i give one.")
+        if tuple(got.shape) != (T, S):
+            if tuple(got.shape) == (T, T) and S != T:
+                hint(f"{text} has shape ({T}, {T}): the second argument S is the number of keys, so the mask is "
+                     f"({T}, {S}), one column per key, cached ones included.")
+            hint(f"{text} ({label}) should have shape ({T}, {S}), got {tuple(got.shape)}.", generic=True)
         if torch.equal(got, expected):
             continue
-        if torch.equal(got, torch.ones(T, T, dtype=torch.bool).tril(-1)):
-            hint("the diagonal is masked: you hid key j for j >= i, so a token cannot see itself. "
-                 "The rule is j > i; query i sees keys 0..i.")
+        ones = torch.ones(T, S, dtype=torch.bool)
+        if torch.equal(got, ones.tril()) and S != T:
+            hint(f"{text}: your mask is aligned top-left (as torch's is_causal=True is for T < S), so the last "
+                 f"query sees only {T} keys. The queries are the LAST {T} positions: query i sits at position "
+                 f"i + {S - T} and sees keys j <= i + S - T.")
+        if torch.equal(got, ones.tril(S - T - 1)):
+            hint(f"{text}: the diagonal is masked: a token cannot see itself. Query i sees keys j <= i + S - T.")
+        if torch.equal(got, ones.tril(S - T + 1)) and S - T + 1 < S:
+            hint(f"{text}: one key too many: query i sees keys j <= i + S - T, not one more.")
         if torch.equal(got, ~expected):
-            hint("inverted: you marked the hidden keys. True must mean 'may attend' (the lower triangle, j <= i), "
-                 "as in torch's scaled_dot_product_attention.")
-        if torch.equal(got, expected.T):
-            hint("you kept the upper triangle: query i (a row) may only look back, at keys j <= i (the lower triangle).")
-        if torch.equal(got, torch.ones(T, T, dtype=torch.bool).tril(1)):
-            hint("one diagonal too many: query i may see keys j <= i, not j <= i + 1.")
+            hint("inverted: you marked the hidden keys. True must mean 'may attend', as in torch's "
+                 "scaled_dot_product_attention.")
+        if torch.equal(got, ones.triu(S - T)) or torch.equal(got, ones.triu()):
+            hint("you kept the upper triangle: query i may only look back, at keys j <= i + S - T (the lower "
+                 "triangle).")
         if got.all():
-            hint("nothing is masked: query i must not see the keys after it (j > i).")
-        hint(f"my_causal_mask({T}) is not the lower triangle including the diagonal: "
-             f"{first_difference(got.int(), expected.int(), 'mask')}.", generic=True)
-    passed("query i sees keys 0..i, itself included; the future (j > i) is hidden.")
+            hint("nothing is masked: a query must not see the keys after its own position.")
+        _diff.generic(got.int(), expected.int(), label, text, "mask")
+    passed("query i, at position i + S - T, sees keys 0..i + S - T: itself and the past, cached keys "
+           "included, never the future.")
 
 
 @checker("Exercise 2.4")
 def padding(my_padding_mask) -> None:
-    """``my_padding_mask(lengths, S)`` -> bool (B, S), True where ``j < lengths[b]`` (a real token)."""
-    # S larger than every length in the second case: a mask built from lengths.max() is too narrow.
-    for lengths, S in ((torch.tensor([3, 1, 4]), 4), (torch.tensor([2, 0, 5, 1]), 6)):
-        expected = padding_mask(lengths, S)
-        got = require_tensor(my_padding_mask(lengths.clone(), S), "a boolean tensor")
-        if got.shape != expected.shape:
-            if got.shape == expected.T.shape:
-                hint(f"the shape is (S, B); it should be (B, S) = {tuple(expected.shape)}, one row per sequence.")
-            if got.dim() == 2 and got.shape[0] == expected.shape[0] and got.shape[1] == int(lengths.max()):
-                hint("the mask must have S columns, the padded length you are given, even when every "
-                     "sequence is shorter than S: use torch.arange(S), not the longest length.")
-            hint(f"the mask should have shape (B, S) = {tuple(expected.shape)}, got {tuple(got.shape)}.", generic=True)
+    """``my_padding_mask(lengths, S)`` -> bool (B, S, S): causal and padding combined, True = may attend."""
+    draw = random.Random()
+    S_fresh = draw.randint(1, 8)
+    cases = [
+        ("lengths [3, 1, 4], S = 4", torch.tensor([3, 1, 4]), 4),
+        ("S larger than every length", torch.tensor([2, 0, 5, 1]), 6),
+        ("a batch of one", torch.tensor([2]), 5),
+        ("an empty sequence (length 0)", torch.tensor([0, 3]), 3),
+        ("S = 1", torch.tensor([1, 0]), 1),
+        ("int32 lengths", torch.tensor([4, 2, 3], dtype=torch.int32), 5),
+        ("a fresh random batch", torch.tensor([draw.randint(0, S_fresh) for _ in range(draw.randint(1, 4))]), S_fresh),
+    ]
+    for index, (label, lengths, S) in enumerate(cases):
+        text = f"my_padding_mask({lengths.tolist()}, {S})"
+        got = _diff.call(my_padding_mask, (lengths, S), label, name="my_padding_mask", first=index == 0)
+        got = _diff.real_tensor(got, text, "a boolean tensor")
+        B = lengths.shape[0]
+        keys = padding_mask(lengths, S)  # (B, S)
+        expected = keys[:, None, :] & causal_mask(S)  # (B, S, S)
         if got.dtype != torch.bool:
-            hint(f"return a boolean tensor (True = a real token), got dtype {got.dtype}.")
+            hint(f"wrong type: return a boolean tensor (True = may attend), got dtype {got.dtype}.")
+        if tuple(got.shape) != (B, S, S):
+            if tuple(got.shape) == (B, S):
+                hint(f"{text} has shape (B, S): that is the key padding mask alone. The exercise asks for the "
+                     f"whole (B, S, S) mask, one (S, S) table per sequence, combining it with the causal mask.")
+            if tuple(got.shape) == (B, 1, S):
+                hint(f"{text} has shape (B, 1, S): the padding mask broadcast over the queries, without the causal "
+                     "rule. Combine it with the (S, S) causal mask (&) into (B, S, S).")
+            hint(f"{text} ({label}) should have shape (B, S, S) = {(B, S, S)}, got {tuple(got.shape)}.",
+                 generic=True)
         if torch.equal(got, expected):
             continue
-        arange = torch.arange(S)[None, :]
+        causal_only = causal_mask(S).expand(B, S, S)
+        ar = torch.arange(S)
+        if torch.equal(got, causal_only):
+            hint(f"{text}: only the causal rule: the padding keys (j >= lengths[b]) must be hidden too.")
+        if torch.equal(got, keys[:, None, :].expand(B, S, S)):
+            hint(f"{text}: only the padding rule: a query must not see the keys after it (j > i) either.")
+        if torch.equal(got, expected & keys[:, :, None]):
+            hint(f"{text}: you hid every key from the padded queries too (their rows are all False). The rule "
+                 "looks at the keys only: a padded query's output is thrown away later, and a row with "
+                 "nothing to see needs the special care of the next section.")
+        if torch.equal(got, (ar[None, None, :] <= lengths[:, None, None]) & causal_mask(S)):
+            hint(f"{text}: one position too many: a sequence of length L holds positions 0..L-1, so j < L.")
+        if torch.equal(got, (ar[None, None, :] < lengths[:, None, None] - 1) & causal_mask(S)):
+            hint(f"{text}: one position too few: a sequence of length L holds positions 0..L-1, so j < L.")
         if torch.equal(got, ~expected):
-            hint("inverted: True must mean 'a real token that may be attended', as the rest of the companion uses.")
-        if torch.equal(got, arange <= lengths[:, None]):
-            hint("one position too many: a sequence of length L holds positions 0..L-1, so use j < L, not j <= L.")
-        if torch.equal(got, arange < lengths[:, None] - 1):
-            hint("one position too few: a sequence of length L holds positions 0..L-1, so use j < L.")
-        if torch.equal(got, arange > lengths[:, None]) or torch.equal(got, arange >= lengths[:, None]):
-            hint("inverted: True must mean 'a real token that may be attended', as the rest of the companion uses.")
-        hint(f"for lengths {lengths.tolist()} and S={S} the mask should be {expected.int().tolist()}; "
-             f"{first_difference(got.int(), expected.int(), 'mask')}.", generic=True)
-    passed("positions 0..length-1 are real tokens; the padding after them is hidden.")
+            hint("inverted: True must mean 'may attend'.")
+        if torch.equal(got, keys[:, None, :] | causal_mask(S)):
+            hint(f"{text}: you combined the rules with 'or'; a key may be attended only when both allow it (&).")
+        if torch.equal(got, expected.transpose(1, 2)):
+            hint(f"{text}: transposed: the rows are the queries i, the columns the keys j.")
+        _diff.generic(got.int(), expected.int(), label, text, "mask")
+    passed("key j is visible to query i of sequence b only when j <= i and j < lengths[b]: both rules, "
+           "one (B, S, S) mask.")

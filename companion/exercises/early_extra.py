@@ -16,11 +16,13 @@ tensor, a huge int) gives a hint, never an error of the checker.
 from __future__ import annotations
 
 import math
+import random
 from typing import Any, Callable
 
 import torch
 
-from ._core import checker, describe, hint, passed
+from . import _diff
+from ._core import StudentError, checker, describe, hint, passed
 
 __all__ = ["saturation", "equivariance_test", "future_leak_test", "three_back", "rotary_qk"]
 
@@ -104,13 +106,25 @@ def _close_rel(a: torch.Tensor, b: torch.Tensor) -> bool:
 @checker("Exercise 1.5")
 def saturation(my_saturation) -> None:
     """``my_saturation(q, K, V, scale)`` -> (largest softmax weight per row, ||dL/dq|| per row)."""
-    N, n = 32, 8
-    for d, seed in ((16, 15), (256, 16)):
+    n = 8
+    first = True
+    for N, d, seed, label in ((32, 16, 15, "32 queries of width 16"), (32, 256, 16, "32 queries of width 256"),
+                              (1, 5, 17, "one query (N = 1) of odd width 5")):
         q, K, V = _saturation_inputs(N, n, d, seed)
-        for scale in (1.0, math.sqrt(d)):
+        for scale, extra, grad, no_grad in ((1.0, "", False, False), (math.sqrt(d), "", False, False),
+                                            (math.sqrt(d), ", q with requires_grad", True, False),
+                                            (math.sqrt(d), ", called under torch.no_grad()", False, True)):
             call = f"my_saturation(q, K, V, scale={scale:g})"
-            args = [t.clone() for t in (q, K, V)]
-            largest, grads = _pair_of_vectors(my_saturation(*args, scale), call, N)
+            try:
+                out = _diff.call(my_saturation, (q, K, V, scale), label + extra, grad=(0,) if grad else False,
+                                 no_grad=no_grad, name="my_saturation", first=first)
+            except StudentError as exc:
+                if no_grad and isinstance(exc.error, RuntimeError) and "grad" in str(exc.error):
+                    hint("my_saturation fails when called under torch.no_grad(): there autograd records nothing, "
+                         "so backward() has no graph. Compute the gradient inside `with torch.enable_grad():`.")
+                raise
+            first = False
+            largest, grads = _pair_of_vectors(out, call, N)
             want_w, want_g = _saturation(q, K, V, scale)
             if _close_rel(largest, want_w) and _close_rel(grads, want_g):
                 continue
@@ -194,29 +208,54 @@ def _equivariance_cases(d: int) -> list[tuple[str, Callable, bool]]:
         ("adding a marker to the last token", mark_last, False),
         ("adding the first token to every token", lambda X: X + X[:1], False),
         ("sorting the tokens by their first feature", lambda X: X[X[:, 0].argsort()], False),
+        ("adding the mirrored sequence, X + X.flip(0)", lambda X: X + X.flip(0), False),
+        ("adding a small position signal (0.05 x position)",
+         lambda X: 2 * X + 0.05 * torch.arange(X.shape[0], dtype=X.dtype)[:, None], False),
     ]
 
 
 @checker("Exercise 2.5")
 def equivariance_test(my_is_equivariant) -> None:
-    """``my_is_equivariant(f, X)`` -> True iff ``f(X[perm])`` equals ``f(X)[perm]`` for permutations."""
-    n, d = 10, 4
-    X = torch.randn(n, d, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
-    answers = {}
-    for name, f, expected in _equivariance_cases(d):
-        X_in = X.clone()
-        with torch.random.fork_rng(devices=[]):  # the same draws on every run, the student's RNG untouched
-            torch.manual_seed(2025)
-            got = _verdict(my_is_equivariant(f, X_in), f"my_is_equivariant(<{name}>, X)")
-        if not torch.equal(X_in, X):
-            hint("your test changed X itself (an in-place assignment such as X[...] = ... or X += ...): "
-                 "permute a copy, X[perm], and leave the caller's tensor as it was.")
-        answers[name] = (got, expected)
+    """``my_is_equivariant(f, X)`` -> True iff ``f(X[perm])`` equals ``f(X)[perm]`` for permutations.
+
+    The student's test runs on every layer for several seeds of torch's global generator (fixed ones
+    and a fresh one each run), on sequences of 10 tokens and on short ones (2 and 3 tokens, where one
+    random permutation is often the identity), so that one lucky permutation cannot pass.
+    """
+    d = 4
+    draw = random.Random()
+    # fixed seeds chosen so that one random permutation of 2 tokens is the identity (2025) and one of 3
+    # tokens leaves the last in place (2025) or is the identity (7); plus a fresh seed each run
+    seeds_long, seeds_short = [2025, draw.randrange(2**31)], [2025, 7, draw.randrange(2**31)]
+    inputs = [torch.randn(n, d, generator=torch.Generator().manual_seed(5 + n), dtype=torch.float64)
+              for n in (10, 2, 3)]
+    answers: dict[str, tuple[bool, bool]] = {}
+    for X in inputs:
+        n = X.shape[0]
+        for name, f, expected in _equivariance_cases(d):
+            if n < 10 and name not in _SHORT_OK:
+                continue
+            label = f"{name}, {n} tokens"
+            for seed in seeds_long if n == 10 else seeds_short:
+                X_in = X.clone()
+                with torch.random.fork_rng(devices=[]):  # the student's own random state is left as it was
+                    torch.manual_seed(seed)
+                    got = _verdict(my_is_equivariant(f, X_in), f"my_is_equivariant(<{name}>, X)")
+                if not torch.equal(X_in, X):
+                    hint("your test changed X itself (an in-place assignment such as X[...] = ... or X += ...): "
+                         "permute a copy, X[perm], and leave the caller's tensor as it was.")
+                if got != expected:
+                    answers.setdefault(label, (got, expected))
+                else:
+                    answers.setdefault(label + " (right)", (got, expected))
     wrong = [name for name, (got, expected) in answers.items() if got != expected]
     if not wrong:
         passed("your test says True for every layer that treats its input as a set, and False for "
-               "the ones that look at the order, including a circular convolution.")
-    said = {name: got for name, (got, _) in answers.items()}
+               "the ones that look at the order (a circular convolution, a mirror image, a small position "
+               "signal, sequences of 2 and 3 tokens), whatever the random seed.")
+    said = {name.replace(" (right)", ""): got for name, (got, _) in answers.items()}
+    def says(layer: str, n: int = 10) -> bool:
+        return said.get(f"{layer}, {n} tokens", True)
     if all(said.values()):
         hint("your test says True for every layer, even a running sum and causal attention. Does it "
              "really permute the rows? Compare f(X[perm]) with f(X)[perm] for a permutation that is not "
@@ -225,21 +264,39 @@ def equivariance_test(my_is_equivariant) -> None:
         hint("your test says False for every layer, even f(X) = 2 X, which is equivariant. Compare "
              "f(X[perm]) with f(X)[perm] (the same perm on both sides), within a tolerance "
              "(torch.allclose).")
-    if not said["f(X) = 2 X"]:
+    if not says("f(X) = 2 X"):
         hint("for f(X) = 2 X your test says False, yet 2 X[perm] is exactly (2 X)[perm]. Apply the same "
              "permutation on both sides: f(X[perm]) against f(X)[perm] (not against f(X), which tests "
              "invariance, and not against the inverse permutation).")
-    if said["a circular convolution along the tokens"] and not any(
-            said[n] for n, (_, e) in answers.items() if not e and n != "a circular convolution along the tokens"):
-        hint("your test says True for a circular convolution along the tokens: it mixes each token with "
-             "its neighbours, so it is not a set function, but a cyclic shift (torch.roll) does not "
-             "reveal it. Use a random permutation (torch.randperm) rather than a shift.")
-    if not said["parameter-free attention softmax(X X^T / sqrt(d)) X"] or not said[
-            "attention with learned W_Q, W_K, W_V"]:
+    if not says("parameter-free attention softmax(X X^T / sqrt(d)) X") or not says(
+            "attention with learned W_Q, W_K, W_V"):
         hint("your test says attention is not equivariant. Summing the keys in another order rounds "
              "differently in the last bits: compare with torch.allclose, not torch.equal or ==.")
+    if says("adding a small position signal (0.05 x position)") and not says("a running sum over the tokens"):
+        hint("your test says True for a layer that adds 0.05 × position to every token: its tolerance is "
+             "far too loose. Rounding differs in the last bits (torch.allclose's defaults); a difference of "
+             "0.05 is a real one.")
+    if says("adding the mirrored sequence, X + X.flip(0)") and not says("a circular convolution along the tokens"):
+        hint("your test says True for X + X.flip(0), which mixes token i with token n-1-i: it passes the "
+             "reversal, the one permutation you seem to try. Use random permutations (torch.randperm).")
+    if says("a circular convolution along the tokens") and not says("adding the mirrored sequence, X + X.flip(0)"):
+        hint("your test says True for a circular convolution along the tokens: it mixes each token with "
+             "its neighbours, so it is not a set function, but a cyclic shift (torch.roll) does not "
+             "reveal it. Use random permutations (torch.randperm) rather than a shift.")
+    short = [name for name in wrong if not name.endswith("10 tokens")]
+    if short and all(not says(layer) for layer in ("a running sum over the tokens", "causal attention")):
+        hint(f"your test misses {short[0]} for some random seeds: with 2 or 3 tokens one random permutation "
+             "is often the identity (or leaves the last token in place), which proves nothing. Try several "
+             "permutations, or one that moves every token (a shift by one) besides random ones.")
     name = wrong[0]
-    hint(f"for {name} your test says {said[name]}; the right answer is {not said[name]}.", generic=True)
+    hint(f"for {name} your test says {said[name]} (for at least one random seed); the right answer is "
+         f"{not said[name]}.", generic=True)
+
+
+#: The layers also tried on 2 and 3 tokens: any permutation that moves a token reveals the order-aware ones.
+_SHORT_OK = {"f(X) = 2 X", "parameter-free attention softmax(X X^T / sqrt(d)) X",
+             "attention with learned W_Q, W_K, W_V", "a running sum over the tokens", "causal attention",
+             "adding a marker to the last token", "subtracting the mean over the tokens"}
 
 
 # --------------------------------------------------------------------------- 4.4

@@ -8,8 +8,9 @@ import random
 import numpy as np
 import torch
 
-from ._core import (require_graph, attempt, checker, close, describe, first_difference, hint, passed, require_tensor, safe_float,
+from ._core import (StudentError, require_graph, attempt, checker, close, describe, first_difference, hint, passed, require_tensor, safe_float,
                     source_facts, uses_numpy, uses_torch)
+from . import _diff, rules
 from .rules import watch
 
 # The seed's worked example and its two activities, with their hand-computed answers.
@@ -192,101 +193,161 @@ def _short(t: torch.Tensor) -> str:
     return text if len(text) <= 40 else text[:36] + "...]"
 
 
+def _pairs_cases():
+    """(label, Q, K) with Q (n, B, d) and K (m, B, d): sequence first, as nn.MultiheadAttention's default."""
+    g = torch.Generator().manual_seed(13)
+    cases = []
+    for label, (n, m, B, d), dtype in (
+            ("the first example", (4, 5, 3, 6), torch.float32),
+            ("n = m (a transposed result looks right in shape)", (4, 4, 2, 3), torch.float64),
+            ("a batch of one", (3, 5, 1, 4), torch.float64),
+            ("one query", (1, 6, 2, 5), torch.float32),
+            ("one key", (5, 1, 3, 2), torch.float64),
+            ("width 1", (3, 4, 2, 1), torch.float64),
+            ("n = B (the sequence and batch axes look alike)", (3, 5, 3, 4), torch.float64),
+            ("odd sizes", (7, 3, 5, 9), torch.float32)):
+        cases.append((f"{label}, {dtype}", torch.randn(n, B, d, generator=g, dtype=dtype),
+                      torch.randn(m, B, d, generator=g, dtype=dtype)))
+    draw = random.Random()  # fresh every run, and not the caller's global random state
+    fresh = torch.Generator().manual_seed(draw.randrange(2**31))
+    n, m, B, d = (draw.randint(1, 7) for _ in range(4))
+    cases.append((f"a fresh random draw (n, m, B, d) = ({n}, {m}, {B}, {d})",
+                  torch.randn(n, B, d, generator=fresh, dtype=torch.float64),
+                  torch.randn(m, B, d, generator=fresh, dtype=torch.float64)))
+    return cases
+
+
+def _pairs_reference(Q, K):
+    return torch.einsum("nbd,mbd->bnm", Q, K)
+
+
 @checker("Exercise 1.3")
 def all_pairs(my_all_scores) -> None:
-    """``my_all_scores(Q, K)``: the (n, m) matrix of every query-key dot product, no loops."""
-    gen = torch.Generator().manual_seed(1)
-    Q, K = torch.randn(4, 3, generator=gen), torch.randn(5, 3, generator=gen)
-    got = require_tensor(my_all_scores(Q.clone(), K.clone()))
-    expected = Q @ K.T
-    if close(got, expected):
-        square = torch.randn(3, 3, generator=gen)
-        other = require_tensor(my_all_scores(square.clone(), square.flip(0)))
-        if not close(other, square @ square.flip(0).T):
-            hint("right on this example, but not when Q and K have the same shape: make sure you "
-                 "transpose K, not Q (S = Q @ K.T).")
-        for n, m, d, dtype in ((1, 6, 2, torch.float64), (7, 1, 5, torch.float32), (3, 8, 16, torch.float64)):
-            q = torch.randn(n, d, generator=gen, dtype=dtype)
-            k = torch.randn(m, d, generator=gen, dtype=dtype)
-            out = require_tensor(my_all_scores(q.clone(), k.clone()))
-            if not close(out, q @ k.T, rtol=1e-4, atol=1e-5):
-                hint(f"right on the first example, but not for Q of shape {tuple(q.shape)} and K of shape "
-                     f"{tuple(k.shape)} ({dtype}): {first_difference(out, q @ k.T, 'S')}.", generic=True)
-        facts = source_facts(my_all_scores)
-        if facts.loops or "map" in facts.names:
-            kind = sorted(facts.loops)[0] if facts.loops else "map"
-            hint(f"the values are right, but the exercise asks for no Python loop (your code has a {kind}): "
-                 "one matrix product, Q @ K.T, computes every score at once.")
-        require_graph(my_all_scores, (Q, K))
-        passed("S = Q Kᵀ holds every score S[i, j] = q_i · k_j, computed in one matrix product.")
-    if close(got, expected.T):
-        hint("you computed K Qᵀ, the transpose: rows must be queries and columns keys, S = Q Kᵀ.")
-    if tuple(got.shape) == (3, 3):
-        hint("your result is (d, d): that is Qᵀ K (or similar). Transpose K instead: Q @ K.T is (n, m).")
-    if close(got, expected / math.sqrt(3)) or close(got, expected / 3):
-        hint("this exercise asks for the raw scores; the scaling by sqrt(d) comes in exercise 1.4.")
-    if close(got, -expected):
+    """``my_all_scores(Q, K)`` for Q (n, B, d), K (m, B, d), sequence first: the (B, n, m) scores."""
+    cases = _pairs_cases()
+    classes = [("", False, False)] + [(", with requires_grad", True, False), (", under torch.no_grad()", False, True)]
+    for index, (label, Q, K) in enumerate(cases):
+        for extra, grad, no_grad in classes if index in (0, 2) else classes[:1]:
+            where = label + extra
+            text = f"my_all_scores(Q {tuple(Q.shape)}, K {tuple(K.shape)})"
+            try:
+                got = _diff.call(my_all_scores, (Q, K), where, grad=grad, no_grad=no_grad, name="my_all_scores",
+                                 first=index == 0 and not extra)
+            except StudentError as exc:
+                if isinstance(exc.error, RuntimeError) and ("size" in str(exc.error) or "dimension" in str(exc.error)):
+                    hint(f"the shapes do not fit for {text} ({where}): Q is (n, B, d), sequence first, so a plain "
+                         "Q @ K.transpose(-2, -1) pairs the wrong axes. Move the batch axis to the front "
+                         "(Q.transpose(0, 1) is (B, n, d)) or use einsum('nbd,mbd->bnm', Q, K).")
+                raise
+            got = _diff.real_tensor(got, text)
+            expected = _pairs_reference(Q, K)
+            if _diff.same_values(got, expected, where, text, "S"):
+                if grad and not got.requires_grad and not rules.is_remote(my_all_scores):
+                    hint("the values are right, but no gradient flows back to Q and K: compute with torch "
+                         "operations on the tensors you are given (no .detach(), .numpy(), torch.tensor(...)).")
+                continue
+            _pairs_mistakes(got, Q, K, where)
+            _diff.generic(got, expected, where, text, "S")
+    passed("S[b] = Q[:, b] K[:, b]ᵀ for every sequence b: the sequence-first layout moved to batch-first "
+           "in one product.")
+
+
+def _pairs_mistakes(got, Q, K, where):
+    n, B, d = Q.shape
+    m = K.shape[0]
+    right = _pairs_reference(Q, K)
+    shape = tuple(got.shape)
+    if shape == (n, B, m) and close(got, right.permute(1, 0, 2)):
+        hint(f"the values are right but in the order (n, B, m) ({where}): put the batch axis first, (B, n, m), "
+             "as every later chapter expects.")
+    if shape == (B, m, n) and n != m or (shape == (B, n, m) and n == m and close(got, right.transpose(1, 2))):
+        hint(f"the result is transposed ({where}): S[b, i, j] is query i against key j, so rows are queries "
+             "(n) and columns keys (m).")
+    if shape == (B, n, m) and close(got, right / math.sqrt(d)):
+        hint("this exercise asks for the raw scores; the scaling by sqrt(d) comes later in the chapter.")
+    if shape == (B, n, m) and close(got, -right):
         hint("the sign is flipped: S = Q Kᵀ.")
-    if tuple(got.shape) != (4, 5):
-        hint(f"for Q of shape (4, 3) and K of shape (5, 3) expected shape (4, 5) with "
-             f"S[i, j] = Q[i] · K[j]; got shape {tuple(got.shape)}.", generic=True)
-    hint(f"S[i, j] should be Q[i] · K[j]: {first_difference(got, expected, 'S')}.", generic=True)
+    if shape in ((n, B, B), (B, B)) or (len(shape) == 3 and shape[1:] == (B, B)):
+        hint(f"your result pairs the batch entries with each other ({where}): you treated the first axis as "
+             "the batch. Here Q is (n, B, d), sequence first: move the batch axis to the front "
+             "(Q.transpose(0, 1)) before the product, or use einsum('nbd,mbd->bnm', Q, K).")
+    if shape == (B, d, d) or shape == (d, d):
+        hint(f"your result is (d, d) per sequence ({where}): that is Qᵀ K. Transpose K instead, so that the "
+             "features are summed over: (B, n, d) @ (B, d, m).")
+    if len(shape) == 3 and shape == (B, n, m):
+        qs = Q.transpose(0, 1)
+        if close(got, qs @ qs.transpose(1, 2)) and not close(Q, K):
+            hint("you compared the queries with themselves; the columns are the keys K.")
 
 
-def _fixed_scale(fn, got, raw, d, gen):
-    """The constant c when ``got`` is ``raw / c`` and the function divides by the same c for
-    another width too (a number written into the code), else None."""
-    try:
-        c = float((raw * raw).sum() / (raw * got.to(raw.dtype)).sum())
-    except Exception:  # noqa: BLE001 - a shape or dtype that does not compare: not this mistake
-        return None
-    if not math.isfinite(c) or c == 0 or not close(got, raw / c):
-        return None
-    d2 = 7 if d != 7 else 5
-    Q, K = torch.randn(3, d2, generator=gen, dtype=raw.dtype), torch.randn(2, d2, generator=gen, dtype=raw.dtype)
-    other = fn(Q.clone(), K.clone())
-    if isinstance(other, torch.Tensor) and close(other, (Q @ K.T) / c):
-        return c
-    return None
+
+
+def _scale_cases():
+    """(label, d, var_q, var_k): widths 1, odd and large; equal and unequal variances; number types."""
+    draw = random.Random()  # a fresh draw each run, beside the fixed classes
+    return [
+        ("unit variances, d = 16", 16, 1.0, 1.0),
+        ("nn.Linear's queries and keys (variance 1/3 each), d = 64", 64, 1 / 3, 1 / 3),
+        ("width 1", 1, 2.0, 0.5),
+        ("an odd width and unequal variances", 9, 4.0, 0.25),
+        ("integer variances", 25, 2, 3),
+        ("NumPy numbers", np.int64(12), np.float64(0.2), np.float64(5.0)),
+        ("a wide head", 1024, 0.01, 0.04),
+        ("a fresh random draw", draw.randint(1, 300), round(draw.uniform(0.05, 4), 3), round(draw.uniform(0.05, 4), 3)),
+    ]
+
+
+def _measured_variance(d: int, var_q: float, var_k: float, scale: float, n: int = 20_000) -> float:
+    g = torch.Generator().manual_seed(14)
+    q = torch.randn(n, d, generator=g, dtype=torch.float64) * math.sqrt(var_q)
+    k = torch.randn(n, d, generator=g, dtype=torch.float64) * math.sqrt(var_k)
+    return float(((q * k).sum(-1) / scale).var())
 
 
 @checker("Exercise 1.4")
-def scaled_scores(my_scaled_scores) -> None:
-    """``my_scaled_scores(Q, K)``: ``Q Kᵀ / sqrt(d)`` where d is the width of each query/key."""
-    gen = torch.Generator().manual_seed(2)
-    # several widths: a scale written as a number fits only one
-    for n, m, d, dtype in ((6, 4, 16, torch.float32), (3, 5, 9, torch.float32), (2, 7, 25, torch.float64),
-                           (1, 1, 2, torch.float64)):
-        Q, K = torch.randn(n, d, generator=gen, dtype=dtype), torch.randn(m, d, generator=gen, dtype=dtype)
-        got = require_tensor(my_scaled_scores(Q.clone(), K.clone()))
-        raw = Q @ K.T
-        right = raw / math.sqrt(d)
-        if close(got, right):
+def scaled_scores(my_scale) -> None:
+    """``my_scale(d, var_q, var_k)``: the number to divide q · k by so that its variance is 1."""
+    pending = ""
+    for label, d, vq, vk in _scale_cases():
+        text = f"my_scale({d}, {float(vq):.4g}, {float(vk):.4g})"
+        got = _diff.call(my_scale, (d, vq, vk), label, name="my_scale", first=label.startswith("unit"))
+        if isinstance(got, torch.Tensor) and (got.is_meta or got.numel() != 1):
+            hint(f"wrong type: {text} should return one number; it returned {describe(got)}.")
+        value = safe_float(got)
+        if value is None or isinstance(got, (list, tuple, str)):
+            hint(f"wrong type: {text} should return one number (the scale); it returned {describe(got)}.")
+        d_, vq_, vk_ = float(d), float(vq), float(vk)
+        right = math.sqrt(d_ * vq_ * vk_)
+        if math.isclose(value, right, rel_tol=1e-6):
             continue
-        if close(got, raw):
-            hint("these are the raw scores: divide by sqrt(d).")
-        scale = _fixed_scale(my_scaled_scores, got, raw, d, gen)
-        if scale is not None:
-            hint(f"you divided by {scale:.4g} whatever the width: compute the scale from the input, "
-                 f"math.sqrt(Q.shape[-1]), not from the example's numbers (for d = {d} it is {math.sqrt(d):.4g}).")
-        if close(got, raw / d):
-            hint("you divided by d; the variance of q · k grows like d, so its spread (standard deviation) "
-                 "grows like sqrt(d): divide by sqrt(d).")
-        if close(got, raw / (d / 2)) or close(got, raw / (2 * d)):
-            hint("operator precedence: d ** 1/2 is (d ** 1) / 2 = d / 2. Write d ** 0.5 or math.sqrt(d).")
-        if close(got, raw * math.sqrt(d)):
-            hint("you multiplied by sqrt(d); divide by it.")
-        if close(got, raw / math.sqrt(n)) or close(got, raw / math.sqrt(m)):
-            hint("you divided by the square root of the number of vectors; d is the width, Q.shape[-1].")
-        if close(got, right.T):
-            hint("the result is transposed: rows are queries, columns keys, Q @ K.T / sqrt(d).")
-        if close(got, raw / 4.0) or close(got, raw / 3.0):
-            hint(f"for Q of width d = {d} the scale is sqrt({d}): compute it from the input, "
-                 "math.sqrt(Q.shape[-1]), not from the example's numbers.")
-        if tuple(got.shape) != (n, m):
-            hint(f"for Q ({n}, {d}) and K ({m}, {d}) the scores have shape ({n}, {m}); got {tuple(got.shape)}.",
-                 generic=True)
-        hint(f"expected Q @ K.T / sqrt(d) with d = Q.shape[-1] = {d}: {first_difference(got, right, 'S')}.",
-             generic=True)
-    require_graph(my_scaled_scores, (torch.randn(3, 4), torch.randn(2, 4)))
-    passed("dividing by sqrt(d) brings the variance of the scores back to about 1, whatever d.")
+        matches = []
+        for wrong, message in (
+                (math.sqrt(d_), "that is sqrt(d), right only for unit variances: each product q_i k_i has variance "
+                                "var_q · var_k, so the sum of d of them has variance d · var_q · var_k."),
+                (d_ * vq_ * vk_, "that is the variance of q · k; divide by its standard deviation, the square root."),
+                (math.sqrt(d_) * vq_ * vk_, "the variances go under the square root too: the spread of q · k is "
+                                            "sqrt(d · var_q · var_k)."),
+                (math.sqrt(d_ * (vq_ + vk_)), "the variance of a product of independent zero-mean numbers is the "
+                                              "product of their variances, not the sum."),
+                (math.sqrt(d_) * (vq_ + vk_) / 2, "the variance of a product of independent zero-mean numbers is "
+                                                  "the product of their variances."),
+                (d_, "dividing by d makes the variance 1/d · var_q var_k; the spread grows like sqrt(d)."),
+                (1 / right, "that is 1 / scale, the factor to multiply by; return the number to divide by."),
+                (math.sqrt(d_ * vq_), "the keys' variance var_k counts as much as the queries'."),
+                (math.sqrt(d_ * vk_), "the queries' variance var_q counts as much as the keys'.")):
+            if math.isclose(value, wrong, rel_tol=1e-6) and not math.isclose(wrong, right, rel_tol=1e-6):
+                matches.append(message)
+        if len(matches) == 1:
+            hint(f"{text} ({label}) returned {value:.4g}: {matches[0]}")
+        pending = pending or (f"{text} ({label}) returned {value:.4g}; the scores would then have variance "
+                              f"{d_ * vq_ * vk_ / value ** 2 if value else float('inf'):.3g}, not 1.")
+        if not matches:  # no known mistake fits: say how far off it is
+            hint(pending, generic=True)
+    if pending:  # several mistakes fit every wrong case alike
+        hint(pending, generic=True)
+    lines = []
+    for d, vq, vk in ((64, 1 / 3, 1 / 3), (256, 1.0, 0.25)):
+        scale = safe_float(my_scale(d, vq, vk))
+        lines.append(f"d = {d}, variances {vq:.3g} and {vk:.3g}: measured variance "
+                     f"{_measured_variance(d, vq, vk, scale):.2f}")
+    passed("measured on 20,000 random pairs with your scale: " + "; ".join(lines) + ".")

@@ -477,3 +477,97 @@ def my_scaled_scores(Q, K):
     n, d = Q.shape
     return Q @ K.T / math.sqrt(n * d)
 """)
+
+
+# ------------------------------------------------- issue 28: 1.3 and 1.4 replaced ---
+# Exercise 1.3 now asks for the scores of a sequence-first batch, (n, B, d) -> (B, n, m), and 1.4
+# for the scale derived for any variances, my_scale(d, var_q, var_k). The outside cases above
+# answered the old texts; they are kept out. The cases below were written by the chapters'
+# author, not independently: an outside red team should replace them.
+CASES = [c for c in CASES if c["exercise"] not in ("1.3", "1.4")]
+
+
+def allp(name, expect, why, source):  # noqa: F811 - the new 1.3
+    case("1.3", "all_pairs", name, expect, why, source, "my_all_scores")
+
+
+def scale(name, expect, why, source):
+    case("1.4", "scaled_scores", name, expect, why, source, "my_scale")
+
+
+allp("right_einsum", "right", "einsum with the layout spelled out", """
+def my_all_scores(Q, K):
+    return torch.einsum("nbd,mbd->bnm", Q, K)
+""")
+allp("right_permute_bmm", "right", "permute both, then torch.bmm", """
+def my_all_scores(Q, K):
+    return torch.bmm(Q.permute(1, 0, 2), K.permute(1, 2, 0))
+""")
+allp("right_loop_over_batch", "right", "a loop over the batch, stacked", """
+def my_all_scores(Q, K):
+    return torch.stack([Q[:, b] @ K[:, b].T for b in range(Q.shape[1])])
+""")
+allp("batch_first_assumed", "wrong", "treats the first axis as the batch", """
+def my_all_scores(Q, K):
+    return Q @ K.transpose(1, 2)
+""")
+allp("nbm_order", "wrong", "leaves the batch axis in the middle", """
+def my_all_scores(Q, K):
+    return torch.einsum("nbd,mbd->nbm", Q, K)
+""")
+allp("keys_rows", "wrong", "(B, m, n): keys as rows", """
+def my_all_scores(Q, K):
+    return torch.einsum("nbd,mbd->bmn", Q, K)
+""")
+allp("view_instead_of_transpose", "wrong", "reshapes (n, B, d) to (B, n, d) with view: mixes sequences", """
+def my_all_scores(Q, K):
+    n, B, d = Q.shape
+    m = K.shape[0]
+    return Q.reshape(B, n, d) @ K.reshape(B, m, d).transpose(1, 2)
+""")
+allp("float32_inside", "wrong", "computes in float32 and casts back", """
+def my_all_scores(Q, K):
+    return torch.einsum("nbd,mbd->bnm", Q.float(), K.float()).to(Q.dtype)
+""")
+allp("requires_grad_on_input", "wrong", "sets requires_grad on the caller's tensor", """
+def my_all_scores(Q, K):
+    Q.requires_grad_(True)
+    return torch.einsum("nbd,mbd->bnm", Q, K)
+""")
+allp("squeeze_batch", "wrong", "squeezes: a batch of one loses its axis", """
+def my_all_scores(Q, K):
+    return torch.einsum("nbd,mbd->bnm", Q, K).squeeze()
+""")
+scale("right_sqrt", "right", "math.sqrt of the product", """
+def my_scale(d, var_q, var_k):
+    return math.sqrt(d * var_q * var_k)
+""")
+scale("right_powers", "right", "products of square roots", """
+def my_scale(d, var_q, var_k):
+    return d ** 0.5 * var_q ** 0.5 * var_k ** 0.5
+""")
+scale("sqrt_d_only", "wrong", "ignores the variances", """
+def my_scale(d, var_q, var_k):
+    return math.sqrt(d)
+""")
+scale("variance_not_std", "wrong", "returns the variance", """
+def my_scale(d, var_q, var_k):
+    return d * var_q * var_k
+""")
+scale("sum_of_variances", "wrong", "adds the variances", """
+def my_scale(d, var_q, var_k):
+    return math.sqrt(d * (var_q + var_k))
+""")
+scale("int_sqrt", "wrong", "integer square root", """
+def my_scale(d, var_q, var_k):
+    return math.isqrt(int(d * var_q * var_k))
+""")
+scale("multiplier", "wrong", "returns the factor to multiply by", """
+def my_scale(d, var_q, var_k):
+    return 1 / math.sqrt(d * var_q * var_k)
+""")
+
+CASES += junk_cases(MODULE, {
+    "1.3": ("all_pairs", "my_all_scores", "Q, K"),
+    "1.4": ("scaled_scores", "my_scale", "d, var_q, var_k"),
+})
