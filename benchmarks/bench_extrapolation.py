@@ -13,6 +13,13 @@ character). ``positions="sinusoidal"`` adds the fixed table to the token vectors
 sqrt(d)); ``positions="none"`` adds nothing: a causal model without any position vector, the
 control for what longer inputs do to a model whatever its positions. A seed fixes the initial
 weights and the batches, so the two kinds of a seed are paired.
+
+Recorded 2026-11-28 on the shared 2-core machine (one torch thread, about 4 CPU seconds a run)
+with the first command above; chapter 5 reads the file back and reruns seed 0. Gap past position
+31 (nats per character), seeds 0-4: with the table 0.290 0.329 0.206 0.333 0.334, mean 0.30
+(95% t interval 0.23 to 0.37); without positions 0.052 0.054 0.056 0.060 0.091, mean 0.06 (0.04
+to 0.08); paired difference 0.24 (0.17 to 0.30). The control is sensitive to rounding: on two
+threads its seed 0 gives about 0.08 instead of 0.05.
 """
 from __future__ import annotations
 
