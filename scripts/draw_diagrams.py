@@ -510,8 +510,8 @@ def residual_stream_diagram(preview):
         label(ax, x + 0.05, y - 0.45, f"block {n // 2 + 1}" if n % 2 == 0 else "", size=SMALL - 1)
     box(ax, xs[-1] + 1.35, y, 0.8, 0.5, "final\nLN", NORM, size=SMALL)
     label(ax, 4.0, 0.22, "The thick line is one token's vector, the residual stream: each sublayer reads a "
-                         "normalized copy (LN)\nand adds its output back (⊕). Nothing is overwritten; "
-                         "in chapter 4's example, 'sat' keeps 'verb' and gains 'animate'.", size=SMALL - 1)
+                         "normalized copy (LN)\nand adds its output back (⊕). A sum can cancel: in chapter 6, "
+                         "'sat' keeps 'verb', gains 'animate' and gets −1.2 'place'.", size=SMALL - 1)
     return save(fig, "residual_stream.svg", preview)
 
 

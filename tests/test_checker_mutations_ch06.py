@@ -6,54 +6,73 @@ from companion.exercises import block as check
 from mutation_harness import Exercise, Mutant, make_tests
 
 
-# --- 6.1 ---------------------------------------------------------------------------------------------
-def my_feed_forward(x, W1, b1, W2, b2):
-    hidden = torch.relu(x @ W1 + b1)  # (n, d) @ (d, d_ff) -> (n, d_ff)
-    return hidden @ W2 + b2  # (n, d_ff) @ (d_ff, d) -> (n, d)
+# --- 6.1: the pre-norm block from its parameters ------------------------------------------------------
+from companion.exercises.block import _block_ref  # the reference with one switch per slip  # noqa: E402
 
 
-FEED_FORWARD = [
-    Mutant("no ReLU", lambda x, W1, b1, W2, b2: (x @ W1 + b1) @ W2 + b2, "ReLU between the two layers is missing"),
-    Mutant("ReLU after the second layer too", lambda *a: torch.relu(my_feed_forward(*a)), "no activation after"),
-    Mutant("no biases", lambda x, W1, b1, W2, b2: torch.relu(x @ W1) @ W2, "biases b1 and b2 are missing"),
-    Mutant("no b1", lambda x, W1, b1, W2, b2: torch.relu(x @ W1) @ W2 + b2, "one of the two biases"),
-    Mutant("no b2", lambda x, W1, b1, W2, b2: torch.relu(x @ W1 + b1) @ W2, "one of the two biases"),
-    Mutant("b1 after the ReLU", lambda x, W1, b1, W2, b2: (torch.relu(x @ W1) + b1) @ W2 + b2, "add b1 before the ReLU"),
-    Mutant("with the residual", lambda x, *a: x + my_feed_forward(x, *a), "residual connection is added by the block"),
-    Mutant("GELU", lambda x, W1, b1, W2, b2: F.gelu(x @ W1 + b1) @ W2 + b2, "GELU"),
-    Mutant("sigmoid", lambda x, W1, b1, W2, b2: torch.sigmoid(x @ W1 + b1) @ W2 + b2, "not the sigmoid"),
-    Mutant("tanh", lambda x, W1, b1, W2, b2: torch.tanh(x @ W1 + b1) @ W2 + b2, "not tanh"),
-    Mutant("ReLU of the negative", lambda x, W1, b1, W2, b2: torch.relu(-(x @ W1 + b1)) @ W2 + b2, "max(0, -h)"),
-    Mutant("returns the hidden layer", lambda x, W1, b1, W2, b2: torch.relu(x @ W1 + b1), "hidden layer"),
-    Mutant("returns None", lambda *a: None, "return a tensor"),
-    Mutant("W1 transposed", lambda x, W1, b1, W2, b2: torch.relu(x @ W1.T + b1) @ W2 + b2, "RuntimeError", raised=True),
-    Mutant("second layer reuses W1", lambda x, W1, b1, W2, b2: torch.relu(x @ W1 + b1) @ W1.T + b2),
+def my_block_forward(block, x):
+    return _block_ref(block, x)
+
+
+def _slip(**switch):
+    return lambda block, x: _block_ref(block, x, **switch)
+
+
+def _train_mode(block, x):
+    block.train()
+    return _block_ref(block, x)
+
+
+def _writes_param(block, x):
+    with torch.no_grad():
+        block.norm1.weight.mul_(1.0)
+        block.norm1.weight.add_(0.0)
+        block.norm2.bias is not None and block.norm2.bias.add_(1e-3)
+    return _block_ref(block, x)
+
+
+BLOCK_FORWARD = [
+    Mutant("post-norm", _slip(post=True), "post-norm block"),
+    Mutant("no causal mask", _slip(causal=False), "causal mask is missing"),
+    Mutant("no 1/sqrt(d_head)", _slip(scale=False), "sqrt(d_head)"),
+    Mutant("heads not split", _slip(split=False), "heads are not split"),
+    Mutant("residual adds the normalized input", _slip(residual_normed=True), "adds the normalized input"),
+    Mutant("unbiased variance", _slip(unbiased=True), "biased variance"),
+    Mutant("always ReLU", _slip(activation="relu"), "you always used the ReLU"),
+    Mutant("exact GELU for gelu_tanh", _slip(activation="gelu"), "gelu_tanh"),
+    Mutant("weights untransposed", _slip(transpose=False), "RuntimeError", raised=True),
+    Mutant("no output projection", _slip(out_proj=False), "out_proj"),
+    Mutant("calls the block", lambda block, x: block(x, is_causal=True), "the block itself"),
+    Mutant("calls the sublayers", lambda block, x: x + block.attn(block.norm1(x), is_causal=True)[0]
+           + 0 * x, "block.attn"),
+    Mutant("SDPA", lambda block, x: x + 0 * F.scaled_dot_product_attention(x[:, None], x[:, None], x[:, None])[:, 0]
+           + _block_ref(block, x) - x, "scaled_dot_product_attention"),
+    Mutant("leaves train mode", _train_mode, "training mode"),
+    Mutant("writes a parameter", _writes_param, "changed the block's parameter"),
+    Mutant("float32 inside", lambda block, x: _block_ref(block.float(), x.float()).to(x.dtype),
+           "changed the block's parameter"),
+    Mutant("returns None", lambda block, x: None, "wrong type"),
+    Mutant("returns a string", lambda block, x: "out", "wrong type"),
 ]
 
 
-# --- 6.2 ---------------------------------------------------------------------------------------------
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    h = x + attn(norm1(x))  # the residual adds the un-normalized input
-    return h + ff(norm2(h))
+# --- 6.2: the crossover length ------------------------------------------------------------------------
+def my_crossover(d, d_ff):
+    return 2 * d + d_ff
 
 
-PRE_NORM = [
-    Mutant("post-norm", lambda x, a, f, n1, n2: (lambda h: n2(h + f(h)))(n1(x + a(x))), "post-norm block"),
-    Mutant("no residuals", lambda x, a, f, n1, n2: f(n2(a(n1(x)))), "residual connection is missing"),
-    Mutant("no first residual", lambda x, a, f, n1, n2: (lambda h: h + f(n2(h)))(a(n1(x))), "residual connection is missing"),
-    Mutant("no second residual", lambda x, a, f, n1, n2: f(n2(x + a(n1(x)))), "residual connection is missing"),
-    Mutant("parallel sublayers", lambda x, a, f, n1, n2: x + a(n1(x)) + f(n2(x)), "not on x"),
-    Mutant("adds the normalized input", lambda x, a, f, n1, n2: (lambda h: h + f(n2(h)))(n1(x) + a(n1(x))),
-           "un-normalized input"),
-    Mutant("norm1 twice", lambda x, a, f, n1, n2: my_pre_norm_block(x, a, f, n1, n1), "norm2 (its own scale"),
-    Mutant("norms swapped", lambda x, a, f, n1, n2: my_pre_norm_block(x, a, f, n2, n1), "norm2 (its own scale"),
-    Mutant("no second norm", lambda x, a, f, n1, n2: (lambda h: h + f(h))(x + a(n1(x))), "a norm is missing"),
-    Mutant("no norms", lambda x, a, f, n1, n2: (lambda h: h + f(h))(x + a(x)), "a norm is missing"),
-    Mutant("feed-forward first", lambda x, a, f, n1, n2: (lambda h: h + a(n1(h)))(x + f(n2(x))), "attention comes first"),
-    Mutant("returns None", lambda *a: None, "return a tensor"),
-    Mutant("returns h", lambda x, a, f, n1, n2: x + a(n1(x))),
-    Mutant("calls attn with two arguments", lambda x, a, f, n1, n2: x + a(n1(x), n1(x)), "TypeError", raised=True),
-    Mutant("doubles the residual", lambda x, a, f, n1, n2: x + my_pre_norm_block(x, a, f, n1, n2)),
+CROSSOVER = [
+    Mutant("6 d", lambda d, f: 6 * d, "for d_ff = 4 d only"),
+    Mutant("FFN counted twice", lambda d, f: 2 * d + 2 * f, "not 8 n d d_ff"),
+    Mutant("4 d from the projections", lambda d, f: 4 * d + f, "add 2 d to n"),
+    Mutant("d from the projections", lambda d, f: d + f, "2 d, not d"),
+    Mutant("6 d scaled", lambda d, f: 1.5 * f, "scales the projections' share"),
+    Mutant("attention 8 n^2 d", lambda d, f: (2 * d + f) / 2, "not 8 n^2 d"),
+    Mutant("attention 2 n^2 d", lambda d, f: 2 * (2 * d + f), "divide by 4 n d"),
+    Mutant("off by one", lambda d, f: 2 * d + f + 1),
+    Mutant("returns a string", lambda d, f: str(2 * d + f), "should return a number"),
+    Mutant("returns None", lambda d, f: None, "should return one number"),
+    Mutant("square root", lambda d, f: (d * (2 * d + f)) ** 0.5),
 ]
 
 
@@ -92,9 +111,16 @@ BLOCK_PARAMS = [
 
 
 EXERCISES = [
-    Exercise(check.feed_forward, my_feed_forward, FEED_FORWARD),
-    Exercise(check.pre_norm_block, my_pre_norm_block, PRE_NORM),
+    Exercise(check.block_forward, my_block_forward, BLOCK_FORWARD),
+    Exercise(check.crossover, my_crossover, CROSSOVER),
     Exercise(check.block_params, my_block_params, BLOCK_PARAMS),
 ]
 
 test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)
+
+
+def test_right_variants_pass():
+    import numpy as np
+    assert check.crossover(lambda d, f: float(2 * d + f)).passed
+    assert check.crossover(lambda d, f: np.int64(2 * d + f)).passed
+    assert check.crossover(lambda d, f: torch.tensor(2 * d + f)).passed

@@ -185,7 +185,35 @@ LEAKS = [
     Mutant("returns a string", lambda f, x, t: "leaks", "True or False"),
     Mutant("returns numpy's bool of the wrong answer", lambda f, x, t: np.bool_(False), "never finds a leak"),
     Mutant("raises", lambda f, x, t: f(x[0]).shape[5], raised=True),
+    # the outside red team's false passes (issue 33)
+    Mutant("changes only the last position", _leak(change=lambda x, t: x[:, -1:]), "one future position only"),
+    Mutant("a tolerance of 0.05", _leak(equal=lambda a, b: bool((a - b).abs().max() <= 0.05)), "small leak"),
+    Mutant("a tolerance of 0.01", _leak(equal=lambda a, b: torch.allclose(a, b, atol=0.01)), "small leak"),
+    Mutant("changes only position t + 1", _leak(change=lambda x, t: x[:, t + 1:t + 2])),
 ]
+
+
+def _leaks_by_draws(f, x, t):  # several random futures, exact comparison
+    out = f(x)[:, : t + 1]
+    for _ in range(3):
+        changed = x.clone()
+        changed[:, t + 1:] = torch.randn_like(changed[:, t + 1:])
+        if not torch.equal(f(changed)[:, : t + 1], out):
+            return True
+    return False
+
+
+def _leaks_position_by_position(f, x, t):  # one future position at a time, plus 1
+    out = f(x)[:, : t + 1]
+    for s in range(t + 1, x.shape[1]):
+        changed = x.clone()
+        changed[:, s] += 1.0
+        if not torch.allclose(f(changed)[:, : t + 1], out):
+            return True
+    return False
+
+
+RIGHT_LEAK_TESTS = [_leaks_by_draws, _leaks_position_by_position, _leak(), _leak(equal=torch.equal)]
 
 
 # --- 5.5: a head that looks three tokens back --------------------------------------------------------
@@ -300,3 +328,13 @@ def test_the_tests_are_deterministic_for_right_answers():
         assert check.equivariance_test(_many_random).passed
         assert check.saturation(_autograd_grad).passed
         assert check.future_leak_test(my_leaks_future).passed
+
+
+def test_right_leak_tests_pass():
+    for test in RIGHT_LEAK_TESTS:
+        assert check.future_leak_test(test).passed, test
+
+
+def test_rotary_pair_as_a_list_passes():
+    # one acceptance policy: a pair may be a tuple or a list (as 1.5 and 8.6 accept)
+    assert check.rotary_qk(lambda q, k, o: list(my_rotary_qk(q, k, o))).passed

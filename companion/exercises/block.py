@@ -1,129 +1,271 @@
 """Checkers for chapter 6, *The transformer block*.
 
-They recognize the classic slips: a feed-forward network without its activation or its biases,
-a block that forgets a residual connection or normalizes after the sum instead of before, and a
-parameter count with the wrong ``d_ff``, without biases or LayerNorms, without the output
-projection, or multiplied by the number of heads.
+* 6.1 ``my_block_forward(block, x)``: the causal forward pass of a pre-norm ``TransformerBlock``,
+  written from its parameters (the student's own LayerNorm, multi-head attention and
+  feed-forward network), compared with ``block(x, is_causal=True)`` on blocks and inputs generated
+  per class (one head, one position, a batch of one, odd sizes, GELU, no biases, float64, an x that
+  requires grad, a call under ``no_grad``, a fresh draw). The call must not run the block or its
+  sublayers, nor the library's attention or normalization, and must leave the block's mode, its
+  parameters and gradients, x, the grad mode and torch's random state as they were. Wrong outputs
+  are matched against the classic slips (post-norm, no causal mask, no 1/sqrt(d_head), heads not
+  split, the residual adding the normalized input, the unbiased variance, the activation ignored,
+  weights used untransposed, the output projection forgotten), named with the class that showed them.
+* 6.2 ``my_crossover(d, d_ff)``: the length at which attention's scores cost as many FLOPs as the
+  block's dense layers, derived for any ``d_ff``.
+* 6.3 ``my_block_params(d_model, n_heads, d_ff)``: the parameter count of one block (the wrong
+  ``d_ff``, no biases or LayerNorms, no output projection, multiplied by the number of heads).
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
 import torch.nn.functional as F
 
-from ._core import require_graph, as_count, checker, close, first_difference, hint, passed, require_tensor
+from ._core import (StudentError, as_count, as_number, checker, close, describe, first_difference, hint, passed,
+                    require_graph)
+from .rules import watch
 
-__all__ = ["feed_forward", "pre_norm_block", "block_params"]
+__all__ = ["block_forward", "crossover", "block_params"]
+
+
+_FORBIDDEN = ("scaled_dot_product_attention", "multi_head_attention_forward", "layer_norm", "native_layer_norm",
+              "group_norm", "rms_norm", "transformer_encoder_layer_fwd", "_transformer_encoder_layer_fwd")
+
+
+def _ln(x, norm, unbiased=False):
+    mean = x.mean(-1, keepdim=True)
+    var = x.var(-1, keepdim=True, unbiased=unbiased)
+    out = (x - mean) / torch.sqrt(var + norm.eps) * norm.weight
+    return out if norm.bias is None else out + norm.bias
+
+
+def _linear(x, layer, transpose=True):
+    W = layer.weight.T if transpose else layer.weight
+    return x @ W if layer.bias is None else x @ W + layer.bias
+
+
+def _act(h, name):
+    if name == "relu":
+        return torch.relu(h)
+    return F.gelu(h, approximate="tanh" if name == "gelu_tanh" else "none")
+
+
+def _block_ref(block, x, *, post=False, causal=True, scale=True, split=True, residual_normed=False, unbiased=False,
+               activation=None, transpose=True, out_proj=True):
+    """The pre-norm block's causal forward from its parameters, with one switch per classic slip."""
+    a = block.attn
+    h_heads = a.n_heads if split else 1
+    activation = block.ff.activation if activation is None else activation
+
+    def attention(z):
+        B, T, d = z.shape
+        dh = d // h_heads
+        q, k, v = (_linear(z, lin, transpose).view(B, T, h_heads, dh).transpose(1, 2)
+                   for lin in (a.q_proj, a.k_proj, a.v_proj))
+        scores = q @ k.transpose(-2, -1) / (math.sqrt(dh) if scale else 1.0)
+        if causal:
+            scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        out = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, d)
+        return _linear(out, a.out_proj, transpose) if out_proj else out
+
+    def ff(z):
+        return _linear(_act(_linear(z, block.ff.linear1, transpose), activation), block.ff.linear2, transpose)
+
+    n1 = lambda z: _ln(z, block.norm1, unbiased)  # noqa: E731
+    n2 = lambda z: _ln(z, block.norm2, unbiased)  # noqa: E731
+    if post:
+        h = n1(x + attention(x))
+        return n2(h + ff(h))
+    h = (n1(x) if residual_normed else x) + attention(n1(x))
+    return (n2(h) if residual_normed else h) + ff(n2(h))
+
+
+def _block_cases():
+    from companion.block import TransformerBlock
+
+    cases = []
+    table = [
+        ("a block of width 8 with 2 heads", (2, 5, 8, 2), 0, {}, ""),
+        ("one head", (2, 4, 6, 1), 1, {}, ""),
+        ("a batch of one", (1, 6, 8, 4), 2, {}, ""),
+        ("one position (T = 1)", (3, 1, 8, 2), 3, {}, ""),
+        ("odd sizes (T = 7, d = 6, 3 heads)", (2, 7, 6, 3), 4, {}, ""),
+        ("a GELU block", (2, 5, 8, 2), 5, {"activation": "gelu"}, ""),
+        ("GPT-2's tanh GELU", (2, 5, 8, 2), 6, {"activation": "gelu_tanh"}, ""),
+        ("a block without biases", (2, 5, 8, 2), 7, {"bias": False}, ""),
+        ("a float64 block", (2, 6, 8, 2), 8, {}, "double"),
+        ("an x that requires grad", (2, 5, 8, 2), 9, {}, "grad"),
+        ("a call under torch.no_grad()", (2, 5, 8, 2), 10, {}, "no_grad"),
+        ("a fresh random draw", (2, 9, 12, 3), None, {}, ""),
+    ]
+    for name, (B, T, d, h), seed, kw, extra in table:
+        g = torch.Generator()
+        if seed is None:
+            g.seed()
+        else:
+            g.manual_seed(seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=g)))
+            block = TransformerBlock(d, h, d_ff=3 * d, norm_first=True, **kw).eval()
+            with torch.no_grad():  # LayerNorm scales and shifts away from 1 and 0
+                for norm in (block.norm1, block.norm2):
+                    norm.weight.add_(0.5 * torch.randn(d))
+                    if norm.bias is not None:
+                        norm.bias.add_(0.5 * torch.randn(d))
+        dtype = torch.float64 if extra == "double" else torch.float32
+        block = block.to(dtype)
+        x = torch.randn(B, T, d, generator=g, dtype=dtype) * 2 + 1
+        if extra == "grad":
+            x.requires_grad_(True)
+        cases.append((name, block, x, extra == "no_grad"))
+    return cases
+
+
+def _calls_modules(block):
+    """Forward hooks on the block and its sublayers: the names of those the student's code runs."""
+    ran: list[str] = []
+    handles = [m.register_forward_pre_hook(lambda mod, args, name=n: ran.append(name or "the block"))
+               for n, m in block.named_modules() if n in ("", "attn", "norm1", "norm2", "ff", "ff.linear1", "ff.linear2",
+                                                          "attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.out_proj")]
+    return ran, handles
 
 
 @checker("Exercise 6.1")
-def feed_forward(my_feed_forward) -> None:
-    """``my_feed_forward(x, W1, b1, W2, b2)``: ``relu(x @ W1 + b1) @ W2 + b2``, x ``(n, d)`` -> ``(n, d)``."""
-    g = torch.Generator().manual_seed(6)
-    n, d, d_ff = 5, 4, 16
-    x = torch.randn(n, d, generator=g, dtype=torch.float64)
-    W1, W2 = torch.randn(d, d_ff, generator=g, dtype=torch.float64), torch.randn(d_ff, d, generator=g, dtype=torch.float64)
-    b1, b2 = torch.randn(d_ff, generator=g, dtype=torch.float64), torch.randn(d, generator=g, dtype=torch.float64)
-    out = require_tensor(my_feed_forward(x.clone(), W1.clone(), b1.clone(), W2.clone(), b2.clone()))
-    if close(out, torch.relu(x @ W1 + b1)):
-        hint("that is the hidden layer (n, d_ff); apply the second layer to it: hidden @ W2 + b2.")
-    if tuple(out.shape) != (n, d):
-        hint(f"the output has one row per token and d = {d} columns, shape ({n}, {d}) (got {tuple(out.shape)}).",
+def block_forward(my_block_forward) -> None:
+    """``my_block_forward(block, x)``: ``block(x, is_causal=True)`` for a pre-norm ``TransformerBlock`` in
+    evaluation mode, from its parameters and tensor arithmetic."""
+    attempted, unwritten = [], []
+    for name, block, x, no_grad in _block_cases():
+        x_in = x.detach().clone().requires_grad_(x.requires_grad)
+        params = {n: p.detach().clone() for n, p in block.named_parameters()}
+        ran, handles = _calls_modules(block)
+        rng, grad_mode = torch.get_rng_state(), torch.is_grad_enabled()
+        try:
+            with watch() as seen:
+                if no_grad:
+                    with torch.no_grad():
+                        out = my_block_forward(block, x_in)
+                        inside = torch.is_grad_enabled()
+                else:
+                    out = my_block_forward(block, x_in)
+                    inside = torch.is_grad_enabled()
+        except StudentError as raised:
+            if isinstance(raised.error, NotImplementedError):
+                if attempted:
+                    hint(f"your function raised NotImplementedError on {name}: that branch is not written yet.")
+                unwritten.append((name, raised))
+                continue
+            raise
+        finally:
+            for handle in handles:
+                handle.remove()
+        attempted.append(name)
+        if ran:
+            where = "the block itself, block(x)" if ran[0] == "the block" else f"block.{ran[0]}(...)"
+            hint(f"your function runs {where}; the exercise is to compute the block from its "
+                 "parameters (block.attn.q_proj.weight, block.norm1.weight, ...) with tensor arithmetic.")
+        calls = seen.called(*_FORBIDDEN)
+        if calls:
+            hint(f"your function calls the library's {calls[0]}; write attention and LayerNorm with tensor "
+                 "arithmetic (softmax and matrix products; mean, var, sqrt).")
+        if block.training:
+            hint(f"on {name} your function left the block in training mode: leave its mode as it was (eval).")
+        if no_grad and inside:
+            hint(f"on {name}, called under torch.no_grad(), your function switched gradients back on.")
+        if torch.is_grad_enabled() != grad_mode:
+            hint(f"on {name} your function left the grad mode changed: restore it.")
+        if not torch.equal(rng, torch.get_rng_state()):
+            hint(f"on {name} your function drew from torch's global random generator; the block in evaluation "
+                 "mode is deterministic.")
+        for n, p in block.named_parameters():
+            if p.dtype != params[n].dtype or not torch.equal(p.detach(), params[n]):
+                hint(f"on {name} your function changed the block's parameter {n}: read the parameters, never write them.")
+            if p.grad is not None:
+                hint(f"on {name} your function left a gradient in block.{n}.grad (a backward() inside): "
+                     "a forward pass only computes the output.")
+        if x.requires_grad != x_in.requires_grad or x_in.grad is not None:
+            hint(f"on {name} your function changed requires_grad or .grad of x: leave the caller's tensor as it was.")
+        if not isinstance(out, torch.Tensor) or out.is_meta or out.is_complex() or out.dtype == torch.bool:
+            hint(f"your function should return a real tensor; on {name} it returned {describe(out)} (wrong type).")
+        if tuple(out.shape) != tuple(x.shape):
+            hint(f"on {name} the output must have x's shape {tuple(x.shape)} (got {tuple(out.shape)}).", generic=True)
+        if out.dtype != x.dtype:
+            hint(f"on {name} the output is {out.dtype} for a {x.dtype} block and x: keep x's dtype.")
+        with torch.no_grad():
+            right = block(x.detach(), is_causal=True)
+        tol = dict(rtol=1e-4, atol=1e-5) if x.dtype == torch.float32 else dict(rtol=1e-9, atol=1e-10)
+        got = out.detach()
+        if close(got, right, **tol):
+            continue
+        with torch.no_grad():
+            xd = x.detach()
+            mistakes = [
+                ("that is the post-norm block: normalize after each sum. This block is pre-norm: "
+                 "h = x + attention(norm1(x)), out = h + ff(norm2(h)).", dict(post=True)),
+                ("the causal mask is missing: position t must not see the positions after t "
+                 "(scores above the diagonal set to -inf).", dict(causal=False)),
+                ("the scores are not divided by sqrt(d_head) (the width of one head, d / n_heads).", dict(scale=False)),
+                ("the heads are not split: the block has block.attn.n_heads heads, each of width d / n_heads, "
+                 "each with its own softmax.", dict(split=False)),
+                ("the residual adds the normalized input: h = x + attention(norm1(x)), with x itself, not norm1(x).",
+                 dict(residual_normed=True)),
+                ("LayerNorm uses the biased variance (divide by d, unbiased=False).", dict(unbiased=True)),
+                ("the feed-forward activation is block.ff.activation ('relu', 'gelu' exact, or 'gelu_tanh'); "
+                 "you always used the ReLU.", dict(activation="relu")),
+                ("the feed-forward activation is block.ff.activation; 'gelu_tanh' is GPT-2's tanh approximation, "
+                 "F.gelu(h, approximate='tanh').", dict(activation="gelu")),
+                ("nn.Linear stores its weight as (out, in): a layer computes x @ weight.T + bias; you used weight "
+                 "without the transpose.", dict(transpose=False)),
+                ("the attention output goes through the output projection block.attn.out_proj before the residual sum.",
+                 dict(out_proj=False)),
+            ]
+            for message, switch in mistakes:
+                try:
+                    wrong = _block_ref(block, xd, **switch)
+                except Exception:  # noqa: BLE001 - a slip that does not apply to this block
+                    continue
+                if wrong.shape == got.shape and close(got, wrong, **tol):
+                    hint(f"on {name}: {message}")
+            if x.dtype == torch.float64 and close(got, right, rtol=1e-4, atol=1e-5):
+                hint(f"on {name} your values are right to float32 precision only: compute in x's dtype (float64).")
+        hint(f"on {name} the output differs from block(x, is_causal=True): {first_difference(got, right)}.",
              generic=True)
-    right = torch.relu(x @ W1 + b1) @ W2 + b2
-    if close(out, right):
-        for n, d, d_ff, scale, dtype in ((1, 3, 2, 1.0, torch.float64), (6, 8, 5, 10.0, torch.float32)):
-            x = torch.randn(n, d, generator=g, dtype=dtype) * scale  # scale 10: hidden units far above 6
-            W1, W2 = torch.randn(d, d_ff, generator=g, dtype=dtype), torch.randn(d_ff, d, generator=g, dtype=dtype)
-            b1, b2 = torch.randn(d_ff, generator=g, dtype=dtype), torch.randn(d, generator=g, dtype=dtype)
-            out = require_tensor(my_feed_forward(x.clone(), W1.clone(), b1.clone(), W2.clone(), b2.clone()))
-            right = torch.relu(x @ W1 + b1) @ W2 + b2
-            if not close(out, right, rtol=1e-4, atol=1e-4):
-                if close(out, torch.clamp(x @ W1 + b1, 0, 6) @ W2 + b2, rtol=1e-4, atol=1e-4):
-                    hint("the ReLU has no upper bound: max(0, h), not ReLU6's min(max(0, h), 6).")
-                hint(f"right on the first example, but not for x of shape {(n, d)} and d_ff = {d_ff} ({dtype}): "
-                     f"{first_difference(out, right)}.", generic=True)
-        require_graph(my_feed_forward, (x, W1, b1, W2, b2))
-        passed("two linear layers with a ReLU between them, applied to every token alike.")
-    mistakes = [
-        ((x @ W1 + b1) @ W2 + b2, "the ReLU between the two layers is missing: without it the two layers "
-                                  "collapse into one linear map."),
-        (torch.relu(right), "no activation after the second layer: the output is added to the residual "
-                            "stream and may be negative."),
-        (torch.relu(x @ W1) @ W2, "the biases b1 and b2 are missing."),
-        (torch.relu(x @ W1) @ W2 + b2, "one of the two biases is missing: relu(x @ W1 + b1) @ W2 + b2."),
-        (torch.relu(x @ W1 + b1) @ W2, "one of the two biases is missing: relu(x @ W1 + b1) @ W2 + b2."),
-        ((torch.relu(x @ W1) + b1) @ W2 + b2, "add b1 before the ReLU: relu(x @ W1 + b1), then @ W2 + b2."),
-        (x + right, "return the sublayer's output only; the residual connection is added by the block "
-                    "(next exercise)."),
-        (F.gelu(x @ W1 + b1) @ W2 + b2, "this exercise uses the ReLU, max(0, h); you used the GELU (GPT-2's "
-                                        "choice, the companion's option)."),
-        (torch.sigmoid(x @ W1 + b1) @ W2 + b2, "the activation is the ReLU, max(0, h), not the sigmoid."),
-        (torch.tanh(x @ W1 + b1) @ W2 + b2, "the activation is the ReLU, max(0, h), not tanh."),
-        (torch.relu(-(x @ W1 + b1)) @ W2 + b2, "the ReLU keeps the positive part: torch.relu(h) = max(0, h), "
-                                               "not max(0, -h)."),
-    ]
-    for wrong, message in mistakes:
-        if close(out, wrong):
-            hint(message)
-    hint(f"compute relu(x @ W1 + b1) @ W2 + b2: {first_difference(out, right)}.", generic=True)
-
-
-def _pieces():
-    g = torch.Generator().manual_seed(7)
-    d = 6
-    Wa = torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5
-    W1, W2 = torch.randn(d, 4 * d, generator=g, dtype=torch.float64) / d**0.5, torch.randn(4 * d, d, generator=g, dtype=torch.float64) / d
-    g1, g2 = torch.rand(d, generator=g, dtype=torch.float64) + 0.5, torch.rand(d, generator=g, dtype=torch.float64) + 0.5
-
-    def make_norm(gamma):
-        def norm(h):
-            mean = h.mean(-1, keepdim=True)
-            return (h - mean) / torch.sqrt(h.var(-1, keepdim=True, unbiased=False) + 1e-5) * gamma
-        return norm
-
-    def attn(h):  # a stand-in sublayer that mixes tokens: (n, d) -> (n, d)
-        return torch.softmax(h @ h.T / d**0.5, dim=-1) @ h @ Wa
-
-    def ff(h):
-        return torch.relu(h @ W1) @ W2
-
-    x = torch.randn(5, d, generator=g, dtype=torch.float64) * 2 + 1
-    return x, attn, ff, make_norm(g1), make_norm(g2)
+    if unwritten:
+        raise unwritten[0][1]
+    name, block, x, _ = _block_cases()[0]
+    require_graph(lambda x: my_block_forward(block, x), (x,))
+    passed("LayerNorm, causal multi-head attention, residual, LayerNorm, feed-forward, residual: the block "
+           "is yours, equal to TransformerBlock(norm_first=True).")
 
 
 @checker("Exercise 6.2")
-def pre_norm_block(my_pre_norm_block) -> None:
-    """``my_pre_norm_block(x, attn, ff, norm1, norm2)``: ``h = x + attn(norm1(x))``; return ``h + ff(norm2(h))``."""
-    x, attn, ff, n1, n2 = _pieces()
-    out = require_tensor(my_pre_norm_block(x.clone(), attn, ff, n1, n2))
-    if out.shape != x.shape:
-        hint(f"return a tensor of the input's shape {tuple(x.shape)} (got {tuple(out.shape)}).", generic=True)
-    h = x + attn(n1(x))
-    right = h + ff(n2(h))
-    if close(out, right):
-        require_graph(my_pre_norm_block, (x, attn, ff, n1, n2), grad=(0,))
-        passed("normalize, transform, add: the input passes to the output unchanged along the residual path.")
-    post_h = n1(x + attn(x))
-    if close(out, n2(post_h + ff(post_h))):
-        hint("that is the post-norm block (the original transformer): normalize after the sum. Pre-norm "
-             "normalizes the sublayer's input, x + attn(norm1(x)), and leaves the sum unnormalized.")
-    if close(out, ff(n2(attn(n1(x))))) or close(out, h + ff(n2(attn(n1(x))))) or close(out, ff(n2(h))) or close(
-            out, attn(n1(x)) + ff(n2(attn(n1(x))))):
-        hint("a residual connection is missing: each sublayer's output is ADDED to its input (x + ...).")
-    if close(out, x + attn(n1(x)) + ff(n2(x))):
-        hint("the feed-forward sublayer works on the output of the attention step h = x + attn(norm1(x)), not on x.")
-    hn = n1(x) + attn(n1(x))
-    if close(out, hn + ff(n2(hn))) or close(out, h + ff(n2(h)) - h + n2(h)):
-        hint("the residual adds the un-normalized input: x + attn(norm1(x)), not norm1(x) + attn(norm1(x)).")
-    if close(out, h + ff(n1(h))) or close(out, x + attn(n2(x)) + ff(n1(x + attn(n2(x))))):
-        hint("use norm1 before attention and norm2 (its own scale and shift) before the feed-forward network.")
-    if close(out, h + ff(h)) or close(out, x + attn(x) + ff(n2(x + attn(x)))) or close(out, x + attn(x) + ff(x + attn(x))):
-        hint("a norm is missing: each sublayer reads the normalized input, attn(norm1(x)) and ff(norm2(h)).")
-    hf = x + ff(n2(x))
-    if close(out, hf + attn(n1(hf))):
-        hint("attention comes first, then the feed-forward network.")
-    hint(f"h = x + attn(norm1(x)); return h + ff(norm2(h)): {first_difference(out, right)}.", generic=True)
+def crossover(my_crossover) -> None:
+    """``my_crossover(d, d_ff)``: the length n at which attention's scores and weighted sum (4 n^2 d FLOPs)
+    cost as much as the block's four projections and feed-forward network (8 n d^2 + 4 n d d_ff)."""
+    for d, d_ff in ((64, 256), (512, 2048), (7, 3), (1, 1), (768, 3072), (4096, 14336), (100, 0), (33, 1000)):
+        call = f"my_crossover({d}, {d_ff})"
+        got = as_number(my_crossover(d, d_ff), call)
+        right = 2 * d + d_ff
+        if got == right or (math.isfinite(got) and abs(got - right) <= 1e-9 * right):
+            continue
+        wrong = {6 * d: f"{call}: 6 d is the crossover for d_ff = 4 d only; derive it for any d_ff.",
+                 2 * d + 2 * d_ff: f"{call}: the feed-forward network costs 4 n d d_ff FLOPs (two products of "
+                                   "2 n d d_ff each), not 8 n d d_ff.",
+                 4 * d + d_ff: f"{call}: the four projections cost 8 n d^2 FLOPs, so they add 2 d to n, not 4 d.",
+                 d + d_ff: f"{call}: four projections (Q, K, V and the output), 8 n d^2 FLOPs: 2 d, not d.",
+                 1.5 * d_ff: f"{call}: scaling 6 d by d_ff / 4 d also scales the projections' share; only the "
+                             "feed-forward term depends on d_ff.",
+                 (2 * d + d_ff) / 2: f"{call}: attention costs 4 n^2 d FLOPs (scores and weighted sum, 2 n^2 d "
+                                     "each), not 8 n^2 d: set 4 n^2 d = 8 n d^2 + 4 n d d_ff.",
+                 2 * (2 * d + d_ff): f"{call}: attention costs 4 n^2 d FLOPs (scores and weighted sum, 2 n^2 d "
+                                     "each); set 4 n^2 d = 8 n d^2 + 4 n d d_ff and divide by 4 n d."}
+        for value, message in wrong.items():
+            if got == value:
+                hint(message)
+        hint(f"{call} returned {got}, which is not the length where 4 n^2 d = 8 n d^2 + 4 n d d_ff.", generic=True)
+    passed("n = 2 d + d_ff: 6 d for GPT-2's d_ff = 4 d, less for a narrower feed-forward network.")
 
 
 def _right_count(d_model: int, d_ff: int) -> int:

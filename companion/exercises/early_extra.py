@@ -9,7 +9,8 @@
 The two "write a test" checkers run the student's test on layers whose answer is known (some
 equivariant or causal, some not, and a few traps: a circular convolution that survives a cyclic
 shift, a layer that leaks only into position 0, BatchNorm with running statistics, which does not
-leak). A test passes only if it answers every one of them right, and leaves its input untouched.
+leak; layers that leak from one future position only, or by 0.001). A test passes only if it answers
+every one of them right, and leaves its input untouched.
 Every checker keeps to plain data: whatever the student's code returns (None, a string, a complex
 tensor, a huge int) gives a hint, never an error of the checker.
 """
@@ -343,7 +344,18 @@ def _leak_cases(d: int) -> list[tuple[str, Callable, bool]]:
         ("attention without a mask", _attention, True),
         ("adding the last token to every position", lambda x: x + x[:, -1:], True),
         ("adding the previous token, wrapping around", lambda x: x + x.roll(1, dims=1), True),
+        # leaks from one future position only, which a test that changes only the last token misses
+        ("adding the next token (position t + 1) to position t", _add_next, True),
+        ("adding token 4 to every position", lambda x: x + x[:, 4:5], lambda t: t < 4),
+        # small leaks, which a loose tolerance (0.05, 0.01) misses
+        ("adding 0.001 times the last token", lambda x: x + 1e-3 * x[:, -1:], True),
+        ("adding 0.001 times the next token", lambda x: x + 1e-3 * (_add_next(x) - x), True),
     ]
+
+
+def _add_next(x):
+    """Position t gets x[t] + x[t + 1] (the last position gets nothing more)."""
+    return x + torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)
 
 
 @checker("Exercise 4.4")
@@ -362,7 +374,7 @@ def future_leak_test(my_leaks_future) -> None:
             if not torch.equal(x_in, x):
                 hint("your test changed x itself (an in-place assignment such as x[:, t + 1:] = ...): "
                      "change a copy (x.clone()) and leave the caller's tensor as it was.")
-            expected[name, t] = leaks
+            expected[name, t] = leaks(t) if callable(leaks) else leaks
     wrong = [key for key in said if said[key] != expected[key]]
     if not wrong:
         passed("it catches BatchNorm over time and unmasked attention, and clears LayerNorm, causal "
@@ -379,6 +391,16 @@ def future_leak_test(my_leaks_future) -> None:
         hint("for f(x) = 2 x your test reports a leak: it must look only at the outputs at positions "
              "0..t (out[:, :t + 1]), which cannot change when only the inputs after t change, and it "
              "must not change any input at a position <= t.")
+    small = [key for key in wrong if "0.001" in key[0]]
+    if small and len(small) == len(wrong):
+        hint(f"your test misses a small leak ({small[0][0]}, t = {small[0][1]}): an output that moves by "
+             "0.001 has changed. Compare exactly (torch.equal) or with torch.allclose's tight defaults, "
+             "not with a loose tolerance.")
+    single = [key for key in wrong if key[0] in ("adding the next token (position t + 1) to position t",
+                                                  "adding token 4 to every position")]
+    if single:
+        hint(f"your test misses a layer that leaks from one future position only ({single[0][0]}, "
+             f"t = {single[0][1]}): change every input after t (x[:, t + 1:]), not only some of them.")
     if not said["adding the previous token, wrapping around", 2]:
         hint("a layer that adds the previous token with wrap-around (x.roll(1, dims=1)) gives position 0 "
              "the last token: your test misses it. Compare every output at positions 0..t, not only "
@@ -480,7 +502,7 @@ def rotary_qk(my_rotary_qk) -> None:
         if not torch.equal(q_in, q) or not torch.equal(k_in, k):
             hint("your function changed q or k in place; return new tensors and leave the inputs as they were "
                  "(a cache may hold them).")
-        if not isinstance(out, tuple) or len(out) != 2:
+        if not isinstance(out, (tuple, list)) or len(out) != 2:  # a tuple or a list, as 1.5 and 8.6
             hint(f"{call} should return a pair (q_rotated, k_rotated); it returned {describe(out)}.")
         q_out = _real_tensor(out[0], call + "[0]")
         k_out = _real_tensor(out[1], call + "[1]")

@@ -1,7 +1,9 @@
 """Independent red-team cases for chapter 4 (layer normalization).
 
 Written from the student notebook only: the exercise texts and the check
-cells, never the checkers' code. See README.md.
+cells, never the checkers' code. See README.md. (Exercises 4.1-4.3 were
+replaced in issue 28: LayerNorm of a (B, d, T) tensor, BatchNorm over the
+real tokens of a padded batch, RMSNorm of float16 tokens computed in float32.)
 """
 import textwrap
 
@@ -24,297 +26,195 @@ def case(exercise, checker, name, expect, why, source, call):
 
 # ---------------------------------------------------------------- 4.1 ----
 def ln(name, expect, why, source):
-    case("4.1", "layer_norm", name, expect, why, source, "my_layer_norm")
+    case("4.1", "layer_norm_channels_first", name, expect, why, source, "my_layer_norm_channels_first")
 
 
-ln("unbiased_var", "wrong", "x.var() is the unbiased (n - 1) variance", """
-def my_layer_norm(x, weight, bias, eps):
-    mu = x.mean(dim=-1, keepdim=True)
-    var = x.var(dim=-1, keepdim=True)
+ln("permute_and_back", "right", "moves the features last, normalizes, moves them back", """
+def my_layer_norm_channels_first(x, weight, bias, eps):
+    h = x.permute(0, 2, 1)
+    mu = h.mean(-1, keepdim=True)
+    var = ((h - mu) ** 2).mean(-1, keepdim=True)
+    return ((h - mu) / torch.sqrt(var + eps) * weight + bias).permute(0, 2, 1)
+""")
+ln("view_broadcast", "right", "weight.view(1, -1, 1) and rsqrt", """
+def my_layer_norm_channels_first(x, weight, bias, eps):
+    c = x - x.mean(1, keepdim=True)
+    return c * torch.rsqrt(c.pow(2).mean(1, keepdim=True) + eps) * weight.view(1, -1, 1) + bias.view(1, -1, 1)
+""")
+ln("last_axis", "wrong", "normalizes over T, the last axis, out of habit", """
+def my_layer_norm_channels_first(x, weight, bias, eps):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * weight[:, None] + bias[:, None]
+""")
+ln("unbiased", "wrong", "x.var over dim 1 is unbiased by default", """
+def my_layer_norm_channels_first(x, weight, bias, eps):
+    return (x - x.mean(1, keepdim=True)) / torch.sqrt(x.var(1, keepdim=True) + eps) * weight[:, None] + bias[:, None]
+""")
+ln("whole_sequence", "wrong", "one mean per sequence over dims 1 and 2", """
+def my_layer_norm_channels_first(x, weight, bias, eps):
+    mu = x.mean((1, 2), keepdim=True)
+    var = ((x - mu) ** 2).mean((1, 2), keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * weight[:, None] + bias[:, None]
+""")
+ln("weight_last_axis", "wrong", "weight broadcast along T (only works when d == T)", """
+def my_layer_norm_channels_first(x, weight, bias, eps):
+    mu = x.mean(1, keepdim=True)
+    var = ((x - mu) ** 2).mean(1, keepdim=True)
     return (x - mu) / torch.sqrt(var + eps) * weight + bias
 """)
-ln("eps_outside_sqrt", "wrong", "adds eps to the std, not the variance", """
-def my_layer_norm(x, weight, bias, eps):
-    mu = x.mean(dim=-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
-    return (x - mu) / (torch.sqrt(var) + eps) * weight + bias
-""")
-ln("over_rows", "wrong", "normalizes each column (batch norm)", """
-def my_layer_norm(x, weight, bias, eps):
-    mu = x.mean(dim=0, keepdim=True)
-    var = ((x - mu) ** 2).mean(dim=0, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) * weight + bias
-""")
-ln("F_layer_norm", "wrong", "the banned torch.nn.functional.layer_norm", """
+ln("group_norm", "wrong", "F.group_norm with one group per channel set", """
 import torch.nn.functional as F
-def my_layer_norm(x, weight, bias, eps):
-    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+def my_layer_norm_channels_first(x, weight, bias, eps):
+    return F.layer_norm(x.transpose(1, 2), (x.shape[1],), weight, bias, eps).transpose(1, 2)
 """)
-ln("aliased_layer_norm", "wrong", "the banned call under an alias", """
-from torch.nn.functional import layer_norm as ln
-def my_layer_norm(x, weight, bias, eps):
-    return ln(x, (x.shape[-1],), weight=weight, bias=bias, eps=eps)
+ln("float32_inside", "wrong", "computes in float32 for a float64 input", """
+def my_layer_norm_channels_first(x, weight, bias, eps):
+    h = x.float()
+    mu = h.mean(1, keepdim=True)
+    var = ((h - mu) ** 2).mean(1, keepdim=True)
+    return ((h - mu) / torch.sqrt(var + eps) * weight.float()[:, None] + bias.float()[:, None]).to(x.dtype)
 """)
-ln("torch_layer_norm", "wrong", "torch.layer_norm is the same banned op", """
-def my_layer_norm(x, weight, bias, eps):
-    return torch.layer_norm(x, [x.shape[1]], weight, bias, eps)
-""")
-ln("nn_LayerNorm", "wrong", "nn.LayerNorm with the weights copied in", """
-import torch.nn as nn
-def my_layer_norm(x, weight, bias, eps):
-    m = nn.LayerNorm(x.shape[-1], eps=eps)
+ln("no_grad", "wrong", "computes under no_grad: nothing to train", """
+def my_layer_norm_channels_first(x, weight, bias, eps):
     with torch.no_grad():
-        m.weight.copy_(weight)
-        m.bias.copy_(bias)
-    return m(x).detach()
+        mu = x.mean(1, keepdim=True)
+        var = ((x - mu) ** 2).mean(1, keepdim=True)
+        return (x - mu) / torch.sqrt(var + eps) * weight[:, None] + bias[:, None]
 """)
-ln("nn_LayerNorm_dtype", "wrong", "nn.LayerNorm built in x's dtype, weights copied in", """
-import torch.nn as nn
-def my_layer_norm(x, weight, bias, eps):
-    m = nn.LayerNorm(x.shape[-1], eps=eps, dtype=x.dtype)
-    with torch.no_grad():
-        m.weight.copy_(weight)
-        m.bias.copy_(bias)
-    return m(x).detach()
-""")
-ln("companion_LayerNorm", "wrong", "the companion's LayerNorm: imports the answer", """
-from companion.norm import LayerNorm
-def my_layer_norm(x, weight, bias, eps):
-    m = LayerNorm(x.shape[-1], eps=eps)
-    with torch.no_grad():
-        m.weight.copy_(weight)
-        m.bias.copy_(bias)
-    return m(x).detach()
-""")
-ln("forgot_bias", "wrong", "no shift", """
-def my_layer_norm(x, weight, bias, eps):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) * weight
-""")
-ln("forgot_weight", "wrong", "no scale", """
-def my_layer_norm(x, weight, bias, eps):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) + bias
-""")
-ln("weight_bias_swapped", "wrong", "multiplies by bias and adds weight", """
-def my_layer_norm(x, weight, bias, eps):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) * bias + weight
-""")
-ln("std_unbiased", "wrong", "x.std() is unbiased, and eps is outside", """
-def my_layer_norm(x, weight, bias, eps):
-    return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps) * weight + bias
-""")
-ln("no_eps", "wrong", "ignores eps: divides by zero on a constant row", """
-def my_layer_norm(x, weight, bias, eps):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var) * weight + bias
-""")
-ln("hard_coded_eps", "wrong", "uses 1e-5 whatever eps is given", """
-def my_layer_norm(x, weight, bias, eps):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + 1e-5) * weight + bias
-""")
-ln("centers_in_place", "wrong", "x -= mean mutates the caller's tensor", """
-def my_layer_norm(x, weight, bias, eps):
-    x -= x.mean(-1, keepdim=True)
-    var = (x ** 2).mean(-1, keepdim=True)
-    return x / torch.sqrt(var + eps) * weight + bias
-""")
-ln("returns_stats", "wrong", "returns (y, mean, var)", """
-def my_layer_norm(x, weight, bias, eps):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) * weight + bias, mu, var
-""")
-ln("right_var_mean", "right", "torch.var_mean with correction=0", """
-def my_layer_norm(x, weight, bias, eps):
-    var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
-    return weight * (x - mean) / (var + eps).sqrt() + bias
-""")
-ln("right_rsqrt", "right", "rsqrt and unbiased=False", """
-def my_layer_norm(x, weight, bias, eps):
-    centered = x - x.mean(dim=1, keepdim=True)
-    inv = torch.rsqrt(x.var(dim=1, unbiased=False, keepdim=True) + eps)
-    return centered * inv * weight + bias
-""")
-ln("right_addcmul", "right", "torch.addcmul for the affine step", """
-def my_layer_norm(x, weight, bias, eps):
-    m = x.mean(-1).unsqueeze(-1)
-    v = (x - m).pow(2).mean(-1).unsqueeze(-1)
-    return torch.addcmul(bias, (x - m) / torch.sqrt(v + eps), weight)
+ln("t1_branch", "wrong", "a special case for T = 1 left unwritten", """
+def my_layer_norm_channels_first(x, weight, bias, eps):
+    if x.shape[2] == 1:
+        raise NotImplementedError
+    mu = x.mean(1, keepdim=True)
+    var = ((x - mu) ** 2).mean(1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * weight[:, None] + bias[:, None]
 """)
 
 
 # ---------------------------------------------------------------- 4.2 ----
 def bn(name, expect, why, source):
-    case("4.2", "batch_norm", name, expect, why, source, "my_batch_norm")
+    case("4.2", "masked_batch_norm", name, expect, why, source, "my_masked_batch_norm")
 
 
-bn("over_features", "wrong", "normalizes each row: layer norm", """
-def my_batch_norm(x, eps):
-    mu = x.mean(dim=-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps)
+bn("masked_sums", "right", "sums weighted by the mask, divided by the count", """
+def my_masked_batch_norm(x, mask, eps):
+    m = mask.unsqueeze(-1).to(x.dtype)
+    n = m.sum((0, 1))
+    mean = (x * m).sum((0, 1)) / n
+    var = (((x - mean) * m) ** 2).sum((0, 1)) / n
+    return (x - mean) / torch.sqrt(var + eps) * m
 """)
-bn("unbiased", "wrong", "unbiased variance", """
-def my_batch_norm(x, eps):
-    return (x - x.mean(0)) / torch.sqrt(x.var(0) + eps)
+bn("where", "right", "torch.where with the real tokens' statistics", """
+def my_masked_batch_norm(x, mask, eps):
+    real = x[mask]
+    y = (x - real.mean(0)) / torch.sqrt(real.var(0, unbiased=False) + eps)
+    return torch.where(mask[..., None], y, torch.zeros_like(y))
 """)
-bn("eps_outside", "wrong", "eps added to the std", """
-def my_batch_norm(x, eps):
-    mu = x.mean(0)
-    return (x - mu) / (((x - mu) ** 2).mean(0).sqrt() + eps)
+bn("padding_counted", "wrong", "ordinary batch statistics over all B * T positions", """
+def my_masked_batch_norm(x, mask, eps):
+    mean = x.mean((0, 1))
+    var = x.var((0, 1), unbiased=False)
+    return (x - mean) / torch.sqrt(var + eps) * mask[..., None]
 """)
-bn("no_centering", "wrong", "forgot to subtract the mean", """
-def my_batch_norm(x, eps):
-    var = ((x - x.mean(0)) ** 2).mean(0)
-    return x / torch.sqrt(var + eps)
+bn("divide_by_all", "wrong", "masked sums divided by B * T", """
+def my_masked_batch_norm(x, mask, eps):
+    m = mask[..., None].to(x.dtype)
+    N = x.shape[0] * x.shape[1]
+    mean = (x * m).sum((0, 1)) / N
+    var = (((x - mean) * m) ** 2).sum((0, 1)) / N
+    return (x - mean) / torch.sqrt(var + eps) * m
 """)
-bn("divide_by_var", "wrong", "divides by the variance, not its root", """
-def my_batch_norm(x, eps):
-    mu = x.mean(0)
-    return (x - mu) / (((x - mu) ** 2).mean(0) + eps)
+bn("pad_not_zero", "wrong", "forgets to zero the padded positions", """
+def my_masked_batch_norm(x, mask, eps):
+    real = x[mask]
+    return (x - real.mean(0)) / torch.sqrt(real.var(0, unbiased=False) + eps)
 """)
-bn("global_stats", "wrong", "one mean and variance for the whole tensor", """
-def my_batch_norm(x, eps):
-    mu = x.mean()
-    return (x - mu) / torch.sqrt(((x - mu) ** 2).mean() + eps)
+bn("per_position", "wrong", "statistics per position over the batch", """
+def my_masked_batch_norm(x, mask, eps):
+    m = mask[..., None].to(x.dtype)
+    n = m.sum(0)
+    mean = (x * m).sum(0) / n
+    var = (((x - mean) * m) ** 2).sum(0) / n
+    return (x - mean) / torch.sqrt(var + eps) * m
 """)
-bn("ignores_eps", "wrong", "no eps", """
-def my_batch_norm(x, eps):
-    mu = x.mean(0)
-    return (x - mu) / ((x - mu) ** 2).mean(0).sqrt()
+bn("unbiased", "wrong", "x[mask].var(0) is unbiased", """
+def my_masked_batch_norm(x, mask, eps):
+    real = x[mask]
+    return (x - real.mean(0)) / torch.sqrt(real.var(0) + eps) * mask[..., None]
 """)
-bn("in_place", "wrong", "normalizes x in place: mutates the input", """
-def my_batch_norm(x, eps):
-    mu = x.mean(0)
-    var = ((x - mu) ** 2).mean(0)
-    x.sub_(mu).div_(torch.sqrt(var + eps))
-    return x
+bn("in_place_zero", "wrong", "zeros the caller's padding in place", """
+def my_masked_batch_norm(x, mask, eps):
+    x[~mask] = 0
+    real = x[mask]
+    return (x - real.mean(0)) / torch.sqrt(real.var(0, unbiased=False) + eps) * mask[..., None]
 """)
-bn("returns_tuple", "wrong", "returns (y, mean, var)", """
-def my_batch_norm(x, eps):
-    mu = x.mean(0)
-    var = ((x - mu) ** 2).mean(0)
-    return (x - mu) / torch.sqrt(var + eps), mu, var
+bn("layer_norm", "wrong", "normalizes each token over its features", """
+def my_masked_batch_norm(x, mask, eps):
+    mu = x.mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps) * mask[..., None]
 """)
-bn("hard_coded_eps", "wrong", "eps fixed at 1e-5", """
-def my_batch_norm(x, eps):
-    mu = x.mean(0)
-    return (x - mu) / torch.sqrt(((x - mu) ** 2).mean(0) + 1e-5)
-""")
-bn("transposed_output", "wrong", "works on x.T and forgets to transpose back", """
-def my_batch_norm(x, eps):
-    t = x.T
-    mu = t.mean(-1, keepdim=True)
-    var = ((t - mu) ** 2).mean(-1, keepdim=True)
-    return (t - mu) / torch.sqrt(var + eps)
-""")
-bn("median_center", "wrong", "centers on the median", """
-def my_batch_norm(x, eps):
-    med = x.median(dim=0).values
-    var = ((x - x.mean(0)) ** 2).mean(0)
-    return (x - med) / torch.sqrt(var + eps)
-""")
-bn("right_var_mean", "right", "var_mean over dim 0, correction 0", """
-def my_batch_norm(x, eps):
-    var, mean = torch.var_mean(x, dim=0, correction=0)
-    return (x - mean) * torch.rsqrt(var + eps)
-""")
-bn("right_F_batch_norm", "right", "F.batch_norm in training mode (not banned here)", """
-import torch.nn.functional as F
-def my_batch_norm(x, eps):
-    return F.batch_norm(x, None, None, training=True, eps=eps)
-""")
-bn("right_transpose_roundtrip", "right", "layer norm of x.T, transposed back", """
-def my_batch_norm(x, eps):
-    t = x.transpose(0, 1)
-    c = t - t.mean(dim=1, keepdim=True)
-    return (c / torch.sqrt(c.pow(2).mean(dim=1, keepdim=True) + eps)).transpose(0, 1)
+bn("only_real_rows", "wrong", "returns only the real tokens, (N, d)", """
+def my_masked_batch_norm(x, mask, eps):
+    real = x[mask]
+    return (real - real.mean(0)) / torch.sqrt(real.var(0, unbiased=False) + eps)
 """)
 
 
 # ---------------------------------------------------------------- 4.3 ----
 def rms(name, expect, why, source):
-    case("4.3", "rms_norm", name, expect, why, source, "my_rms_norm")
+    case("4.3", "rms_norm_half", name, expect, why, source, "my_rms_norm_half")
 
 
-rms("subtracts_mean", "wrong", "centers the row: that is layer norm", """
-def my_rms_norm(x, weight, eps):
-    c = x - x.mean(-1, keepdim=True)
-    return c / torch.sqrt((c ** 2).mean(-1, keepdim=True) + eps) * weight
+rms("weight_in_float32", "right", "multiplies by weight in float32, then casts", """
+def my_rms_norm_half(x, weight, eps):
+    h = x.float()
+    return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
 """)
-rms("eps_outside", "wrong", "eps added after the square root", """
-def my_rms_norm(x, weight, eps):
-    return x / (torch.sqrt((x ** 2).mean(-1, keepdim=True)) + eps) * weight
+rms("float64_inside", "right", "computes in float64 (more than asked, still right)", """
+def my_rms_norm_half(x, weight, eps):
+    h = x.double()
+    return weight * (h / torch.sqrt((h * h).mean(-1, keepdim=True) + eps)).to(x.dtype)
 """)
-rms("sum_not_mean", "wrong", "square root of the sum of squares (the norm)", """
-def my_rms_norm(x, weight, eps):
-    return x / torch.sqrt((x ** 2).sum(-1, keepdim=True) + eps) * weight
+rms("in_half", "wrong", "computes in float16: the squares overflow", """
+def my_rms_norm_half(x, weight, eps):
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 """)
-rms("forgot_weight", "wrong", "no scale", """
-def my_rms_norm(x, weight, eps):
-    return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + eps)
+rms("returns_float32", "wrong", "forgets to cast back", """
+def my_rms_norm_half(x, weight, eps):
+    h = x.float()
+    return h / torch.sqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
 """)
-rms("norm_no_eps", "wrong", "norm / sqrt(d) with no eps", """
-def my_rms_norm(x, weight, eps):
-    rms = x.norm(dim=-1, keepdim=True) / x.shape[-1] ** 0.5
-    return x / rms * weight
+rms("always_half", "wrong", "casts to float16 whatever the input (bfloat16 comes back float16)", """
+def my_rms_norm_half(x, weight, eps):
+    h = x.float()
+    return (h / torch.sqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).half()
 """)
-rms("over_rows", "wrong", "mean over dim 0", """
-def my_rms_norm(x, weight, eps):
-    return x / torch.sqrt((x ** 2).mean(0, keepdim=True) + eps) * weight
+rms("no_weight", "wrong", "forgets the scale", """
+def my_rms_norm_half(x, weight, eps):
+    h = x.float()
+    return (h / torch.sqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 """)
-rms("weight_added", "wrong", "adds weight instead of multiplying", """
-def my_rms_norm(x, weight, eps):
-    return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + eps) + weight
+rms("eps_outside", "wrong", "eps added to the root", """
+def my_rms_norm_half(x, weight, eps):
+    h = x.float()
+    return weight * (h / (h.pow(2).mean(-1, keepdim=True).sqrt() + eps)).to(x.dtype)
 """)
-rms("mean_abs", "wrong", "mean absolute value, not the root mean square", """
-def my_rms_norm(x, weight, eps):
-    return x / (x.abs().mean(-1, keepdim=True) + eps) * weight
+rms("prescaled", "wrong", "divides by 16 in float16 to dodge the overflow: still float16 arithmetic", """
+def my_rms_norm_half(x, weight, eps):
+    s = x / 16
+    return s / torch.sqrt(s.pow(2).mean(-1, keepdim=True) + eps / 256) * weight
 """)
-rms("weight_first", "wrong", "scales by weight before measuring the RMS", """
-def my_rms_norm(x, weight, eps):
-    y = x * weight
-    return y / torch.sqrt((y ** 2).mean(-1, keepdim=True) + eps)
+rms("max_abs", "wrong", "divides by the largest |x| instead of the root mean square", """
+def my_rms_norm_half(x, weight, eps):
+    h = x.float()
+    return weight * (h / (h.abs().amax(-1, keepdim=True) + eps)).to(x.dtype)
 """)
-rms("companion_RMSNorm", "wrong", "the companion's RMSNorm: imports the answer", """
-from companion.norm import RMSNorm
-def my_rms_norm(x, weight, eps):
-    m = RMSNorm(x.shape[-1], eps=eps)
-    with torch.no_grad():
-        m.weight.copy_(weight)
-    return m(x).detach()
-""")
-rms("in_place", "wrong", "divides x in place", """
-def my_rms_norm(x, weight, eps):
-    x /= torch.sqrt((x ** 2).mean(-1, keepdim=True) + eps)
-    return x * weight
-""")
-rms("eps_squared_inside", "wrong", "adds eps ** 2 (confuses eps on the RMS with eps on its square)", """
-def my_rms_norm(x, weight, eps):
-    return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + eps ** 2) * weight
-""")
-rms("right_rsqrt", "right", "x * rsqrt(mean(x^2) + eps) * weight", """
-def my_rms_norm(x, weight, eps):
-    return weight * x * torch.rsqrt(x.pow(2).mean(dim=1, keepdim=True) + eps)
-""")
-rms("right_vector_norm", "right", "vector_norm squared over d", """
-def my_rms_norm(x, weight, eps):
-    d = x.shape[-1]
-    ms = torch.linalg.vector_norm(x, dim=-1, keepdim=True) ** 2 / d
-    return x / torch.sqrt(ms + eps) * weight
-""")
-rms("right_einsum", "right", "einsum for the mean square", """
-def my_rms_norm(x, weight, eps):
-    ms = torch.einsum("nd,nd->n", x, x) / x.shape[1]
-    return x / (ms + eps).sqrt()[:, None] * weight[None, :]
+rms("centred", "wrong", "subtracts the mean (LayerNorm without shift)", """
+def my_rms_norm_half(x, weight, eps):
+    h = x.float()
+    h = h - h.mean(-1, keepdim=True)
+    return weight * (h / torch.sqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 """)
 
 
@@ -327,45 +227,7 @@ _sys.path.insert(0, str(_pathlib.Path(__file__).resolve().parent))
 from _junk import junk_cases  # noqa: E402
 
 CASES += junk_cases(MODULE, {
-    "4.1": ("layer_norm", "my_layer_norm", "x, weight, bias, eps"),
-    "4.2": ("batch_norm", "my_batch_norm", "x, eps"),
-    "4.3": ("rms_norm", "my_rms_norm", "x, weight, eps"),
+    "4.1": ("layer_norm_channels_first", "my_layer_norm_channels_first", "x, weight, bias, eps"),
+    "4.2": ("masked_batch_norm", "my_masked_batch_norm", "x, mask, eps"),
+    "4.3": ("rms_norm_half", "my_rms_norm_half", "x, weight, eps"),
 })
-
-
-# ------------------------------------------------------------- batch 2 ---
-ln("getattr_layer_norm", "wrong", "the banned layer_norm fetched with getattr", """
-import torch.nn.functional as F
-def my_layer_norm(x, weight, bias, eps):
-    fn = getattr(F, "layer" + "_norm")
-    return fn(x, (x.shape[-1],), weight, bias, eps)
-""")
-ln("group_norm_one_group", "wrong", "F.group_norm with one group: a library normalization in disguise", """
-import torch.nn.functional as F
-def my_layer_norm(x, weight, bias, eps):
-    return F.group_norm(x, 1, eps=eps) * weight + bias
-""")
-ln("no_grad", "wrong", "computes under torch.no_grad(): no gradient reaches weight or bias (the text does not ask for gradients; medium severity)", """
-def my_layer_norm(x, weight, bias, eps):
-    with torch.no_grad():
-        mu = x.mean(-1, keepdim=True)
-        var = ((x - mu) ** 2).mean(-1, keepdim=True)
-        return (x - mu) / torch.sqrt(var + eps) * weight + bias
-""")
-ln("float32_cast", "wrong", "casts to float32: a float64 input comes back float32 (low severity)", """
-def my_layer_norm(x, weight, bias, eps):
-    x = x.float()
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) * weight.float() + bias.float()
-""")
-bn("instance_norm", "wrong", "F.instance_norm over rows: layer norm again", """
-import torch.nn.functional as F
-def my_batch_norm(x, eps):
-    return F.instance_norm(x.unsqueeze(0), eps=eps).squeeze(0)
-""")
-rms("F_rms_norm", "right", "torch.nn.functional.rms_norm (not banned in 4.3)", """
-import torch.nn.functional as F
-def my_rms_norm(x, weight, eps):
-    return F.rms_norm(x, (x.shape[-1],), weight, eps)
-""")

@@ -37,171 +37,107 @@ def case(exercise, checker, name, expect, why, source, call):
 
 
 # ---------------------------------------------------------------- 6.1 ----
-def ffn(name, expect, why, source):
-    case("6.1", "feed_forward", name, expect, why, source, "my_feed_forward")
+# (6.1 and 6.2 were replaced in issue 28: the block from its parameters; the crossover length.)
+def fwd(name, expect, why, source):
+    CASES.append(dict(exercise="6.1", checker="block_forward", module=MODULE, name=name, expect=expect, why=why,
+                      source=textwrap.dedent(_FWD_HELPERS + source), call="my_block_forward"))
 
 
-ffn("gelu", "wrong", "GELU instead of the ReLU the text asks for", """
-import torch.nn.functional as F
-def my_feed_forward(x, W1, b1, W2, b2):
-    return F.gelu(x @ W1 + b1) @ W2 + b2
+_FWD_HELPERS = """
+import math
+import torch
+def _ln(z, n, unbiased=False):
+    c = z - z.mean(-1, keepdim=True)
+    v = z.var(-1, keepdim=True, unbiased=unbiased)
+    out = c / torch.sqrt(v + n.eps) * n.weight
+    return out if n.bias is None else out + n.bias
+def _lin(z, l):
+    return z @ l.weight.T if l.bias is None else z @ l.weight.T + l.bias
+def _attn(z, a, causal=True, scale=True):
+    B, T, d = z.shape
+    h = a.n_heads
+    q, k, v = (_lin(z, l).view(B, T, h, d // h).transpose(1, 2) for l in (a.q_proj, a.k_proj, a.v_proj))
+    s = q @ k.transpose(-2, -1) / (math.sqrt(d // h) if scale else 1)
+    if causal:
+        s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+    return _lin((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, d), a.out_proj)
+def _ff(z, f, act=None):
+    u = _lin(z, f.linear1)
+    act = act or f.activation
+    u = torch.relu(u) if act == "relu" else torch.nn.functional.gelu(u, approximate="tanh" if act == "gelu_tanh" else "none")
+    return _lin(u, f.linear2)
+"""
+
+fwd("helpers", "right", "written with small helpers", """
+def my_block_forward(block, x):
+    h = x + _attn(_ln(x, block.norm1), block.attn)
+    return h + _ff(_ln(h, block.norm2), block.ff)
 """)
-ffn("relu_on_output", "wrong", "a second ReLU on the output", """
-def my_feed_forward(x, W1, b1, W2, b2):
-    return torch.relu(torch.relu(x @ W1 + b1) @ W2 + b2)
+fwd("no_mask", "wrong", "forgets the causal mask", """
+def my_block_forward(block, x):
+    h = x + _attn(_ln(x, block.norm1), block.attn, causal=False)
+    return h + _ff(_ln(h, block.norm2), block.ff)
 """)
-ffn("forgot_b2", "wrong", "no output bias", """
-def my_feed_forward(x, W1, b1, W2, b2):
-    return torch.relu(x @ W1 + b1) @ W2
+fwd("post_norm", "wrong", "post-norm arrangement", """
+def my_block_forward(block, x):
+    h = _ln(x + _attn(x, block.attn), block.norm1)
+    return _ln(h + _ff(h, block.ff), block.norm2)
 """)
-ffn("forgot_b1", "wrong", "no hidden bias", """
-def my_feed_forward(x, W1, b1, W2, b2):
-    return torch.relu(x @ W1) @ W2 + b2
+fwd("relu_always", "wrong", "ignores block.ff.activation", """
+def my_block_forward(block, x):
+    h = x + _attn(_ln(x, block.norm1), block.attn)
+    return h + _ff(_ln(h, block.norm2), block.ff, act="relu")
 """)
-ffn("relu_before_bias", "wrong", "ReLU before adding b1", """
-def my_feed_forward(x, W1, b1, W2, b2):
-    return (torch.relu(x @ W1) + b1) @ W2 + b2
+fwd("unbiased", "wrong", "unbiased variance in LayerNorm", """
+def my_block_forward(block, x):
+    h = x + _attn(_ln(x, block.norm1, True), block.attn)
+    return h + _ff(_ln(h, block.norm2, True), block.ff)
 """)
-ffn("no_activation", "wrong", "no nonlinearity at all", """
-def my_feed_forward(x, W1, b1, W2, b2):
-    return (x @ W1 + b1) @ W2 + b2
+fwd("calls_sublayers", "wrong", "calls block.attn and block.ff", """
+def my_block_forward(block, x):
+    h = x + block.attn(block.norm1(x), is_causal=True)[0]
+    return h + block.ff(block.norm2(h))
 """)
-ffn("residual_added", "wrong", "adds the residual x, which belongs to the block", """
-def my_feed_forward(x, W1, b1, W2, b2):
-    return x + torch.relu(x @ W1 + b1) @ W2 + b2
+fwd("no_scale", "wrong", "no 1/sqrt(d_head)", """
+def my_block_forward(block, x):
+    h = x + _attn(_ln(x, block.norm1), block.attn, scale=False)
+    return h + _ff(_ln(h, block.norm2), block.ff)
 """)
-ffn("leaky_relu", "wrong", "leaky ReLU (slope 0.01) instead of ReLU", """
-import torch.nn.functional as F
-def my_feed_forward(x, W1, b1, W2, b2):
-    return F.leaky_relu(x @ W1 + b1) @ W2 + b2
-""")
-ffn("relu6", "wrong", "ReLU6 caps the hidden units at 6", """
-import torch.nn.functional as F
-def my_feed_forward(x, W1, b1, W2, b2):
-    return F.relu6(x @ W1 + b1) @ W2 + b2
-""")
-ffn("sigmoid", "wrong", "sigmoid instead of ReLU", """
-def my_feed_forward(x, W1, b1, W2, b2):
-    return torch.sigmoid(x @ W1 + b1) @ W2 + b2
-""")
-ffn("transposed_weights", "wrong", "x @ W1.T: nn.Linear's convention on row-convention weights", """
-def my_feed_forward(x, W1, b1, W2, b2):
-    return torch.relu(x @ W1.T.T.T + b1) @ W2.T.T.T + b2
-""")
-ffn("companion_FeedForward", "wrong", "the companion's FeedForward: imports the answer", """
-from companion.block import FeedForward
-def my_feed_forward(x, W1, b1, W2, b2):
-    m = FeedForward(W1.shape[0], W1.shape[1]).to(x.dtype)
-    with torch.no_grad():
-        m.linear1.weight.copy_(W1.T)
-        m.linear1.bias.copy_(b1)
-        m.linear2.weight.copy_(W2.T)
-        m.linear2.bias.copy_(b2)
-    return m(x.unsqueeze(0))[0].detach()
-""")
-ffn("right_clamp", "right", "clamp(min=0) as the ReLU", """
-def my_feed_forward(x, W1, b1, W2, b2):
-    h = (x @ W1 + b1).clamp(min=0)
-    return h @ W2 + b2
-""")
-ffn("right_addmm_relu_", "right", "addmm and an in-place ReLU on the hidden layer", """
-def my_feed_forward(x, W1, b1, W2, b2):
-    h = torch.addmm(b1, x, W1)
-    h.relu_()
-    return torch.addmm(b2, h, W2)
-""")
-ffn("right_maximum", "right", "torch.maximum with zero", """
-def my_feed_forward(x, W1, b1, W2, b2):
-    pre = torch.matmul(x, W1) + b1
-    return torch.maximum(pre, torch.zeros_like(pre)) @ W2 + b2
+fwd("leaves_train", "wrong", "switches the block to train mode", """
+def my_block_forward(block, x):
+    block.train()
+    h = x + _attn(_ln(x, block.norm1), block.attn)
+    return h + _ff(_ln(h, block.norm2), block.ff)
 """)
 
 
 # ---------------------------------------------------------------- 6.2 ----
-def pre(name, expect, why, source):
-    case("6.2", "pre_norm_block", name, expect, why, source,
-         "my_pre_norm_block")
+def cross(name, expect, why, source):
+    case("6.2", "crossover", name, expect, why, source, "my_crossover")
 
 
-pre("post_norm", "wrong", "post-norm: normalizes after each residual", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    h = norm1(x + attn(x))
-    return norm2(h + ff(h))
+cross("formula", "right", "2 d + d_ff", """
+def my_crossover(d, d_ff):
+    return 2 * d + d_ff
 """)
-pre("norm2_on_x", "wrong", "the feed-forward reads norm2(x), not norm2(h)", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    h = x + attn(norm1(x))
-    return h + ff(norm2(x))
+cross("solved_float", "right", "solves 4 n d = 8 d^2 + 4 d d_ff as a float", """
+def my_crossover(d, d_ff):
+    return (8 * d * d + 4 * d * d_ff) / (4 * d)
 """)
-pre("no_ff_residual", "wrong", "forgot the second residual", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    h = x + attn(norm1(x))
-    return ff(norm2(h))
+cross("six_d", "wrong", "the d_ff = 4 d value for every d_ff", """
+def my_crossover(d, d_ff):
+    return 6 * d
 """)
-pre("residual_from_normalized", "wrong", "residual adds the normalized input", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    n = norm1(x)
-    h = n + attn(n)
-    m = norm2(h)
-    return m + ff(m)
+cross("ffn_twice", "wrong", "counts the feed-forward network twice", """
+def my_crossover(d, d_ff):
+    return 2 * d + 2 * d_ff
 """)
-pre("norms_swapped", "wrong", "norm2 before attention, norm1 before feed-forward", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    h = x + attn(norm2(x))
-    return h + ff(norm1(h))
-""")
-pre("parallel", "wrong", "parallel sublayers (GPT-J style), not sequential", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    return x + attn(norm1(x)) + ff(norm2(x))
-""")
-pre("ff_first", "wrong", "feed-forward before attention", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    h = x + ff(norm2(x))
-    return h + attn(norm1(h))
-""")
-pre("final_norm", "wrong", "normalizes the block's output too", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    h = x + attn(norm1(x))
-    return norm2(h + ff(norm2(h)))
-""")
-pre("no_residuals", "wrong", "no residual connections", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    return ff(norm2(attn(norm1(x))))
-""")
-pre("attn_unnormalized", "wrong", "attention on x itself", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    h = x + attn(x)
-    return h + ff(norm2(h))
-""")
-pre("in_place_residual", "wrong", "x += ...: mutates the caller's x", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    x += attn(norm1(x))
-    x += ff(norm2(x))
-    return x
-""")
-pre("returns_tuple", "wrong", "returns (output, hidden)", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    h = x + attn(norm1(x))
-    return h + ff(norm2(h)), h
-""")
-pre("right_named_steps", "right", "named intermediate steps", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    a = attn(norm1(x))
-    h = torch.add(x, a)
-    f = ff(norm2(h))
-    return torch.add(h, f)
-""")
-pre("right_loop_over_sublayers", "right", "a loop over (norm, sublayer) pairs", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    for norm, sub in ((norm1, attn), (norm2, ff)):
-        x = x + sub(norm(x))
-    return x
-""")
-pre("right_helper", "right", "a residual helper function", """
-def _residual(x, norm, sub):
-    return x + sub(norm(x))
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    return _residual(_residual(x, norm1, attn), norm2, ff)
+cross("search_off_by_one", "wrong", "a search that stops one past", """
+def my_crossover(d, d_ff):
+    n = 1
+    while 4 * n * n * d <= 8 * n * d * d + 4 * n * d * d_ff:
+        n += 1
+    return n
 """)
 
 
@@ -305,31 +241,13 @@ _sys.path.insert(0, str(_pathlib.Path(__file__).resolve().parent))
 from _junk import junk_cases  # noqa: E402
 
 CASES += junk_cases(MODULE, {
-    "6.1": ("feed_forward", "my_feed_forward", "x, W1, b1, W2, b2"),
-    "6.2": ("pre_norm_block", "my_pre_norm_block", "x, attn, ff, norm1, norm2"),
+    "6.1": ("block_forward", "my_block_forward", "block, x"),
+    "6.2": ("crossover", "my_crossover", "d, d_ff"),
     "6.3": ("block_params", "my_block_params", "d_model, n_heads, d_ff"),
 })
 
 
 # ------------------------------------------------------------- batch 2 ---
-ffn("numpy_roundtrip", "wrong", "NumPy computation wrapped back: float64, no gradient", """
-import numpy as np
-def my_feed_forward(x, W1, b1, W2, b2):
-    h = np.maximum(x.detach().numpy() @ W1.detach().numpy() + b1.detach().numpy(), 0)
-    return torch.from_numpy(h @ W2.detach().numpy() + b2.detach().numpy())
-""")
-pre("norm1_called_twice", "right", "calls norm1(x) twice (redundant but correct)", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    h = x + attn(norm1(x))
-    assert h.shape == norm1(x).shape
-    return h + ff(norm2(h))
-""")
-pre("attn_gets_x_and_norm", "wrong", "attention output added to norm1(x) plus x (double residual)", """
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
-    n = norm1(x)
-    h = x + n + attn(n)
-    return h + ff(norm2(h))
-""")
 bp("gpt2_total_not_block", "wrong", "returns the whole GPT-2 small total, not one block", """
 def my_block_params(d_model, n_heads, d_ff):
     d = d_model
