@@ -355,25 +355,48 @@ def _stub_functions(answer: Any) -> set[str] | None:
     return names
 
 
-def _only_the_stub_raised(answers: tuple, raised: StudentError, returned_before: bool) -> bool:
-    """True when a NotImplementedError means "not attempted": nothing the student wrote ran yet.
+_RETURNS = {"RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE", "RETURN_GENERATOR"}
 
-    False when an earlier call of the check returned normally, or when the function that raised
-    can return (the raise sits in one branch: a case still unwritten), which is then reported as
-    that case, with its input.
+
+def _can_return(code: Any) -> bool:
+    """Whether a function's bytecode can end other than by raising (a stub cannot)."""
+    import dis
+
+    try:
+        return any(ins.opname in _RETURNS for ins in dis.get_instructions(code))
+    except Exception:  # noqa: BLE001 - unknown code: assume it is the student's own
+        return True
+
+
+def _why_not_implemented(answers: tuple, raised: StudentError, returned_before: bool) -> str:
+    """What a NotImplementedError from the student's code means: ``"stub"`` (nothing the student
+    wrote ran yet: not attempted), ``"branch"`` (a case left unwritten in code that otherwise
+    answers) or ``"library"`` (a library refused an operation: an ordinary error of their code).
+
+    Decided from the function that raised: the stub's ``raise`` sits in a function that cannot
+    return at all. For a grader's proxy, whose exception comes back without the student's frames,
+    from the source the grader read: a function that only raises.
     """
     if returned_before:
-        return False
+        return "branch"
+    if not any(rules.is_remote(a) for a in answers):
+        entries = []
+        tb = raised.error.__traceback__
+        while tb is not None:
+            entries.append(tb)
+            tb = tb.tb_next
+        if entries:
+            innermost = entries[-1].tb_frame.f_code
+            if not _is_student_frame(innermost.co_filename):
+                return "library"
+            return "branch" if _can_return(innermost) else "stub"
     stubs: set[str] = set()
     for answer in answers:
         names = _stub_functions(answer)
         if names is None:
-            return True  # no source: believe the stub
+            return "stub"  # no source to read: believe the stub
         stubs |= names
-    frames = [f.name for f in traceback.extract_tb(raised.error.__traceback__) if _is_student_frame(f.filename)]
-    if frames:
-        return frames[-1] in stubs or frames[-1] == "<module>"
-    return bool(stubs)
+    return "stub" if stubs else "branch"
 
 
 def attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, BaseException | None]:
@@ -461,10 +484,12 @@ def checker(exercise: str, *, companion_given: bool = False,
                 return Feedback(exercise, verdict.status, verdict.message, verdict.kind)
             except StudentError as raised:
                 exc = raised.error
-                if isinstance(exc, NotImplementedError):
-                    if _only_the_stub_raised(answers, raised, bool(_RETURNED and _RETURNED[-1])):
-                        return Feedback(exercise, NOT_ATTEMPTED,
-                                        "write your code where it says `raise NotImplementedError`, then run this cell again.")
+                why = _why_not_implemented(answers, raised, bool(_RETURNED and _RETURNED[-1])) \
+                    if isinstance(exc, NotImplementedError) else ""
+                if why == "stub":
+                    return Feedback(exercise, NOT_ATTEMPTED,
+                                    "write your code where it says `raise NotImplementedError`, then run this cell again.")
+                if why == "branch":
                     return Feedback(exercise, HINT, f"your code still raises NotImplementedError{_where(exc)} when called "
                                     f"as {raised.call or 'the check calls it'}: that case is not written yet.",
                                     RAISED, _student_traceback(exc))
