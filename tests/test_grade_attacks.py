@@ -88,12 +88,13 @@ def _report(entry: dict) -> dict:
 def _attack_notebooks(folder: Path, host: dict) -> None:
     """Write the hostile notebooks. ``host``: host paths an attacker could know or guess."""
     common = "import os, sys, json, glob, socket, subprocess, time, signal, ctypes\nfound = {}"
-    # 2. Reach the grader through the functions a checker passes (6.2): walk their globals and
-    # closures for anything of the grader's, and use ctypes to run code "in the grader".
+    # 2. Reach the grader through the objects a checker passes (6.1 hands over a block): walk its
+    # methods' globals and closures for anything of the grader's, and use ctypes to run code "in
+    # the grader".
     _write(_notebook(6, common, f'''
-def my_pre_norm_block(x, attn, ff, norm1, norm2):
+def my_block_forward(block, x):
     seen = []
-    for f in (attn, ff, norm1, norm2):
+    for f in (block.forward, block.attn.forward, block.ff.forward, block.norm1.forward):
         seen.append(type(f).__name__)
         seen += sorted(k for k in getattr(f, "__globals__", {{}}) if k in ("StudentKernel", "Kernel", "session"))
         for cell in getattr(f, "__closure__", None) or ():
@@ -338,13 +339,15 @@ def test_the_classmate_is_graded_untouched_next_to_the_attacks(attacked):
 
 def test_2_the_functions_a_checker_passes_lead_nowhere_in_the_grader(attacked):
     entry = attacked["by_name"]["callbacks.ipynb"]
-    assert not attacked["host"]["marker"].exists()
-    seen = json.loads(entry["exercises"][1]["message"].split("REPORT", 1)[1].rsplit("END", 1)[0])["seen"]
-    assert seen[:1] == ["function"] and not {"StudentKernel", "Kernel", "session"} & set(seen)
-    assert "feedback: FileNotFoundError" in seen
-    assert entry["exercises"][1]["status"] == "error" and entry["total"] == 0
+    assert not attacked["host"]["marker"].exists()  # ctypes ran nothing in the grader
+    first = entry["exercises"][0]
+    if "REPORT" in first["message"]:  # the check ran: what the attacker's walk found
+        seen = json.loads(first["message"].split("REPORT", 1)[1].rsplit("END", 1)[0])["seen"]
+        assert not {"StudentKernel", "Kernel", "session"} & set(seen), seen
+    # importing ctypes reaches for the grader's machinery: no points, and a note that says why
+    assert entry["total"] == 0 and any("ctypes" in note for note in entry["notes"]), entry
     text = (attacked["base"] / "out" / "feedback" / "mallory__callbacks.md").read_text()
-    assert "passed" not in text.split("Exercise 6.2", 1)[1].split("\n")[0]
+    assert "passed" not in text.split("Exercise 6.1", 1)[1].split("\n")[0]
 
 
 def test_3_links_in_the_kernels_folder_are_never_followed(attacked):

@@ -26,6 +26,7 @@ from collections import Counter
 import regex
 
 from .. import bpe
+from . import rules
 from ._core import StudentError, checker, describe, hint, passed, source_facts
 
 __all__ = ["pair_counts", "merge", "encode_word", "bytes_to_unicode", "decode", "train_bpe", "special_tokens",
@@ -536,10 +537,33 @@ class _Watched(bpe.BPETokenizer):
         return super().encode(text, allowed_special)
 
 
-def _special_tokenizer() -> _Watched:
+def _special_tokenizer(watched: bool = True) -> bpe.BPETokenizer:
+    """The tokenizer of the check: a :class:`_Watched` one in a notebook; in the grader, whose wire
+    carries only the course's own classes, a plain one (the source is read for ``.encode`` there)."""
     merges = bpe.train("the cat sat on the mat. <|endoftext|> hello world! " * 3, 256 + 40).merges
     n = len(bpe.BPETokenizer(merges).id_to_token)
-    return _Watched(merges, special_tokens={END_OF_TEXT: n, "<|fim|>": n + 1, "<|pad|>": n + 2})
+    kind = _Watched if watched else bpe.BPETokenizer
+    return kind(merges, special_tokens={END_OF_TEXT: n, "<|fim|>": n + 1, "<|pad|>": n + 2})
+
+
+def _calls_encode(fn) -> bool:
+    """Whether the student's source calls ``<its tokenizer argument>.encode(`` (read without running it)."""
+    import ast
+    import textwrap
+
+    source = rules.source_of(fn)
+    try:
+        tree = ast.parse(textwrap.dedent(source or ""))
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and len(node.args.args) >= 2:
+            name = node.args.args[1].arg
+            for call in ast.walk(node):
+                if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "encode"
+                        and isinstance(call.func.value, ast.Name) and call.func.value.id == name):
+                    return True
+    return False
 
 
 def _special_classes(rng: random.Random) -> list[tuple[str, str, object]]:
@@ -568,11 +592,12 @@ def _special_classes(rng: random.Random) -> list[tuple[str, str, object]]:
 def special_tokens(my_encode) -> None:
     """``my_encode(text, tokenizer, allowed_special)``: split on the allowed special-token names before the regular expression; each allowed name is its id; the pieces between are
     encoded with ``tokenizer.encode_ordinary``; names that are not allowed are ordinary text."""
-    tokenizer = _special_tokenizer()
+    remote = rules.is_remote(my_encode)
+    tokenizer = _special_tokenizer(watched=not remote)
     classes = _special_classes(random.Random(117))
     answers = _run_all(my_encode, [(text, tokenizer, (allowed if isinstance(allowed, str) else type(allowed)(allowed)))
                                    for _, text, allowed in classes])
-    if tokenizer.__dict__.get("_encode_calls"):
+    if tokenizer.__dict__.get("_encode_calls") or (remote and _calls_encode(my_encode)):
         hint("your function calls tokenizer.encode, the method the exercise asks you to write: use "
              "tokenizer.encode_ordinary for the pieces between special tokens.")
     for (name, text, allowed), answer in zip(classes, answers):
