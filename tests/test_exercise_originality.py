@@ -98,10 +98,22 @@ def function_bodies(code: str) -> list[str]:
 _FENCE = re.compile(r"^(`{3,}|~{3,})(python|py|ipython3?)?\s*$(.*?)^\1\s*$", re.M | re.S)
 
 
+def _printed(cell) -> str:
+    """What a code cell printed: its streams and plain-text results (``inspect.getsource`` of the
+    companion's implementation shows code as much as a code cell does)."""
+    parts = []
+    for out in cell.get("outputs", []):
+        text = out.get("text") if out.get("output_type") == "stream" else out.get("data", {}).get("text/plain")
+        if text:
+            parts.append("".join(text) if isinstance(text, list) else text)
+    return "\n".join(parts)
+
+
 def shown_code(cell) -> str:
-    """The code a reader sees in a cell: a code cell's source, a Markdown cell's fenced blocks."""
+    """The code a reader sees in a cell: a code cell's source and what it printed, a Markdown
+    cell's fenced blocks."""
     if cell.get("cell_type") == "code":
-        return _source(cell)
+        return _source(cell) + "\n" + _printed(cell)
     return "\n".join(m.group(3) for m in _FENCE.finditer(_source(cell)))
 
 
