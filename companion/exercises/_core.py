@@ -401,6 +401,32 @@ def _why_not_implemented(answers: tuple, raised: StudentError, returned_before: 
     return "stub" if stubs else "branch"
 
 
+# Two helpers for checks that call the student's function case by case (8.7, A.3, A.4): they name
+# the case where a NotImplementedError left in one branch was raised.
+def _answers_elsewhere(exc, call, others, _names, first: str) -> None:
+    """The first case raised NotImplementedError: if the function answers any other case, the raise is
+    one branch not written yet (reported with the first case's input); if not, it is "not attempted"."""
+    if not isinstance(getattr(exc, "error", None), NotImplementedError):
+        raise exc
+    for case in others:
+        try:
+            call(case)
+        except Exception:  # noqa: BLE001 - the student's code on another case: only whether it answers
+            continue
+        hint(f"{first}, your code raised NotImplementedError, although it answers other cases: a branch of "
+             "it is not written yet.")
+    raise exc
+
+
+def _one_branch_missing(exc, where: str) -> None:
+    """A ``NotImplementedError`` after the student's function already answered other cases: a branch
+    not written yet, reported with its input (not "not attempted"). Re-raises anything else."""
+    if isinstance(getattr(exc, "error", None), NotImplementedError):
+        hint(f"{where}, your code raised NotImplementedError, although it answered the cases before: "
+             "a branch of it is not written yet.")
+    raise exc
+
+
 def attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, BaseException | None]:
     """Call the student's (guarded) function: ``(result, None)``, or ``(None, the exception)``.
 

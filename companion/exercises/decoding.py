@@ -15,7 +15,8 @@ import math
 import torch
 
 from . import rules
-from ._core import StudentError, checker, close, describe, first_difference, hint, passed, require_tensor
+from ._core import (StudentError, _answers_elsewhere, _one_branch_missing, checker, close, describe,
+                    first_difference, hint, passed, require_tensor)
 
 __all__ = ["greedy_step", "beam_step", "top_p_filter", "sample_loop", "cached_attention", "cached_beam_search",
            "beam_search_eos"]
@@ -1052,30 +1053,6 @@ def cached_beam_search(my_beam_search) -> None:
              f"{first_difference(seqs, right_seqs, 'seqs')}.", generic=True)
     passed("the prompt fed once, then one token per beam, with the cache reordered to the surviving beams: the "
            "same beams and scores as search without a cache, and the exact best sequences where k covers all.")
-
-
-def _answers_elsewhere(exc, call, others, _names, first: str) -> None:
-    """The first case raised NotImplementedError: if the function answers any other case, the raise is
-    one branch not written yet (reported with the first case's input); if not, it is "not attempted"."""
-    if not isinstance(getattr(exc, "error", None), NotImplementedError):
-        raise exc
-    for case in others:
-        try:
-            call(case)
-        except Exception:  # noqa: BLE001 - the student's code on another case: only whether it answers
-            continue
-        hint(f"{first}, your code raised NotImplementedError, although it answers other cases: a branch of "
-             "it is not written yet.")
-    raise exc
-
-
-def _one_branch_missing(exc, where: str) -> None:
-    """A ``NotImplementedError`` after the student's function already answered other cases: a branch
-    not written yet, reported with its input (not "not attempted"). Re-raises anything else."""
-    if isinstance(getattr(exc, "error", None), NotImplementedError):
-        hint(f"{where}, your code raised NotImplementedError, although it answered the cases before: "
-             "a branch of it is not written yet.")
-    raise exc
 
 
 # ------------------------------------------------------------------------------- Exercise 8.7

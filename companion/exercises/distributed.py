@@ -22,7 +22,7 @@ import torch.distributed as _dist
 import torch.nn.functional as F
 from torch import nn
 
-from ._core import StudentError, checker, close, describe, hint, passed
+from ._core import StudentError, _answers_elsewhere, _one_branch_missing, checker, close, describe, hint, passed
 
 __all__ = ["activation_bytes", "data_parallel", "SimulatedGroup", "accumulation", "amp_step"]
 
@@ -470,30 +470,6 @@ def data_parallel(fn):
              generic=True)
     passed("your processes train exactly like one process on the whole batch, with SGD, momentum "
            "and Adam, on 2 and 3 processes.")
-
-
-def _answers_elsewhere(exc, call, others, _names, first: str) -> None:
-    """The first case raised NotImplementedError: if the function answers any other case, the raise is
-    one branch not written yet (reported with the first case's input); if not, it is "not attempted"."""
-    if not isinstance(getattr(exc, "error", None), NotImplementedError):
-        raise exc
-    for case in others:
-        try:
-            call(case)
-        except Exception:  # noqa: BLE001 - the student's code on another case: only whether it answers
-            continue
-        hint(f"{first}, your code raised NotImplementedError, although it answers other cases: a branch of "
-             "it is not written yet.")
-    raise exc
-
-
-def _one_branch_missing(exc, where: str) -> None:
-    """A ``NotImplementedError`` after the student's function already answered other cases: a branch
-    not written yet, reported with its input (not "not attempted"). Re-raises anything else."""
-    if isinstance(getattr(exc, "error", None), NotImplementedError):
-        hint(f"{where}, your code raised NotImplementedError, although it answered the cases before: "
-             "a branch of it is not written yet.")
-    raise exc
 
 
 # --------------------------------------------------------------------- A.3 gradient accumulation
