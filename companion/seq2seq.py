@@ -366,8 +366,9 @@ class Seq2SeqTransformer(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """The original's initialization: Xavier-uniform weight matrices (as ``torch.nn.Transformer``),
-        zero biases, identity norms, and embeddings drawn from ``N(0, 1 / d_model)``.
+        """Xavier-uniform weight matrices (``torch.nn.Transformer``'s choice), zero biases, identity
+        norms, and embeddings drawn from ``N(0, 1 / d_model)`` (the scale of tensor2tensor, the
+        original's reference code; the paper gives no initialization).
 
         With that scale an embedding times ``sqrt(d_model)`` has entries of variance 1, comparable
         with the sinusoidal positions added to it, and a tied head gives logits of order 1.

@@ -217,8 +217,8 @@ def test_the_chapter_module_serves_every_exercise_of_chapter_9():
             assert name in check.__all__
     assert check.next_chars.exercise == "Exercise 9.7"
     numbers = sorted(getattr(check, name).exercise for name in check.__all__)
-    assert numbers == [f"Exercise 9.{k}" for k in range(1, 9)]
-    assert check.__all__[-2:] == ["next_chars", "smoothed_loss"]
+    assert numbers == [f"Exercise 9.{k}" for k in range(1, 10)]
+    assert check.__all__[-3:] == ["next_chars", "smoothed_loss", "seq2seq_step"]
 
 
 # ------------------------------------------------------------------ companion.translation.next_characters
@@ -375,3 +375,194 @@ def test_smoothed_stub_is_not_attempted():
         raise NotImplementedError
     assert check.smoothed_loss(stub).status == "not attempted"
     assert check.smoothed_loss(...).status == "not attempted"
+
+
+# ------------------------------------------------------------------------------- Exercise 9.9
+from companion.train import learning_rate, make_optimizer, TrainConfig  # noqa: E402
+from companion.translation import MODEL_CONFIG, TranslationTokenizer, make_batch, pairs, train  # noqa: E402
+
+
+def right_step(model, optimizer, src, tgt, eps, max_norm):
+    pad = model.config.pad_id
+    model.train()
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # <s> y in, y </s> out
+    optimizer.zero_grad(set_to_none=True)
+    logits, _ = model(src, tgt_in, src_key_mask=src != pad, tgt_key_mask=tgt_in != pad)
+    loss = right_smoothed(logits, tgt_out, pad, eps)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+
+
+def _step_with(*, train=True, shift="right", pad=None, mask="right", loss="right", zero="start", clip="right",
+               update=True, returned="item", in_place=False, reseed=False, end_eval=False):
+    """A student's step with one thing changed (written here, independent of the checker's variants)."""
+    def step(model, optimizer, src, tgt, eps, max_norm):
+        pad_id = model.config.pad_id if pad is None else pad
+        if train:
+            model.train()
+        if reseed:
+            torch.manual_seed(0)
+        if shift == "none":
+            tgt_in, tgt_out = tgt, tgt
+        elif shift == "reversed":
+            tgt_in, tgt_out = tgt[:, 1:], tgt[:, :-1]
+        else:
+            tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+        if in_place:
+            tgt_in[tgt_in == 2] = pad_id  # a shorter row's </s> is no input: but tgt_in is a view of tgt
+        if zero == "start":
+            optimizer.zero_grad()
+        keep = {"right": src != pad_id, "torch": src == pad_id, "none": None}[mask]
+        logits, _ = model(src, tgt_in, src_key_mask=keep)
+        V = logits.shape[-1]
+        if loss == "torch":
+            value = F.cross_entropy(logits.reshape(-1, V), tgt_out.reshape(-1), ignore_index=pad_id,
+                                    label_smoothing=eps)
+        elif loss == "all positions":
+            value = check._smoothed(logits, tgt_out, pad_id, eps, mean="all")
+        elif loss == "sum":
+            value = right_smoothed(logits, tgt_out, pad_id, eps) * (tgt_out != pad_id).sum()
+        elif loss == "eps ignored":
+            value = right_smoothed(logits, tgt_out, pad_id, 0.0)
+        else:
+            value = right_smoothed(logits, tgt_out, pad_id, eps)
+        value.backward()
+        if clip == "right":
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        elif clip == "one":
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if update:
+            optimizer.step()
+        if clip == "after":
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        if zero == "end":
+            optimizer.zero_grad()
+        if end_eval:
+            model.eval()
+        if returned == "tensor":
+            return value
+        if returned == "after":
+            with torch.no_grad():
+                logits, _ = model(src, tgt_in)
+                return right_smoothed(logits, tgt_out, pad_id, eps).item()
+        return value.item()
+
+    return step
+
+
+STEP_WRONG = [
+    (_step_with(train=False), "model.train() first"),
+    (_step_with(shift="none"), "you used the whole tgt for both"),
+    (_step_with(shift="reversed"), "the wrong way round"),
+    (_step_with(pad=0), "treats 0 as the padding"),
+    (_step_with(mask="torch"), "True at the REAL"),
+    (_step_with(loss="torch"), "over the padding token too"),
+    (_step_with(loss="all positions"), "padding included"),
+    (_step_with(loss="sum"), "sums over the real target positions"),
+    (_step_with(loss="eps ignored"), "eps was not used"),
+    (_step_with(zero="none"), "the gradients accumulate"),
+    (_step_with(zero="end"), "at the START of the step"),
+    (_step_with(clip="none"), "were not clipped"),
+    (_step_with(clip="after"), "clipped after optimizer.step()"),
+    (_step_with(clip="one"), "not to a fixed 1.0"),
+    (_step_with(update=False), "did not change"),
+    (_step_with(returned="tensor"), "as a Python float"),
+    (_step_with(returned="after"), "before the update"),
+    (_step_with(in_place=True), "changed tgt in place"),
+    (_step_with(reseed=True), "random state"),
+    (_step_with(end_eval=True), "left in evaluation mode"),
+]
+
+
+def _step_own_forward_loss(model, optimizer, src, tgt, eps, max_norm):
+    """Right, written otherwise: encode/decode, the model's own loss when eps = 0, grads set to zero."""
+    model.train()
+    optimizer.zero_grad(set_to_none=False)
+    pad = model.config.pad_id
+    tgt_in, tgt_out = tgt[:, :-1].clone(), tgt[:, 1:].clone()
+    tgt_in[tgt_in == 2] = pad  # on a copy: harmless, that position's target is padding
+    if eps == 0:
+        _, loss = model(src, tgt_in, tgt_out)
+    else:
+        memory = model.encode(src, src != pad)
+        loss = right_smoothed(model.decode(tgt_in, memory, memory_key_mask=src != pad), tgt_out, pad, eps)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, error_if_nonfinite=True)
+    optimizer.step()
+    return float(loss)
+
+
+STEP_RIGHT = [right_step, _step_with(mask="none"), _step_own_forward_loss]
+
+
+@pytest.mark.parametrize("answer", STEP_RIGHT, ids=["book", "no masks (the model builds them)", "encode/decode"])
+def test_step_right_answers_pass(answer):
+    fb = check.seq2seq_step(answer)
+    assert fb.passed, fb
+
+
+@pytest.mark.parametrize("wrong,words", STEP_WRONG, ids=[w for _, w in STEP_WRONG])
+def test_step_wrong_answers_get_their_hint(wrong, words):
+    fb = check.seq2seq_step(wrong)
+    assert fb.status == "hint" and words in fb.message, fb
+
+
+def test_step_stub_is_not_attempted():
+    def stub(model, optimizer, src, tgt, eps, max_norm):
+        raise NotImplementedError
+    assert check.seq2seq_step(stub).status == "not attempted"
+
+
+def test_step_leaves_the_callers_random_state_alone():
+    state = torch.get_rng_state()
+    check.seq2seq_step(_step_with(reseed=True))
+    check.seq2seq_step(right_step)
+    assert torch.equal(state, torch.get_rng_state())
+
+
+def test_the_pattern_dropout_acts_in_training_only_and_draws_nothing():
+    model = check._step_model(0, 0)
+    assert not any(isinstance(m, torch.nn.Dropout) for m in model.modules())
+    x = torch.ones(4, 5, dtype=torch.float64)
+    drop = check._PatternDropout()
+    state = torch.get_rng_state()
+    out = drop(x)
+    assert torch.equal(state, torch.get_rng_state())
+    assert 0.15 <= float((out == 0).double().mean()) <= 0.25 and torch.equal(out.unique(), torch.tensor([0, 1.25]))
+    assert torch.equal(drop.eval()(x), x)
+
+
+def test_the_checkers_step_with_pytorchs_smoothing_is_translation_trains_step():
+    """Independent of the checker's own cases: two steps of companion.translation.train (AdamW, its
+    schedule, make_batch's tensors, PyTorch's label smoothing, clipping) equal the checker's reference
+    step, with the loss swapped for PyTorch's, on the tensors that encode_batch(bos=True, eos=True) gives."""
+    from companion.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+
+    data = pairs([3, 17, 21, 342, 1042, 97, 7, 2023])
+    tok = TranslationTokenizer.from_texts([t for p in data for t in p])
+    config = dict(MODEL_CONFIG, d_model=16, d_ff=32, n_heads=2)
+    cfg = TrainConfig(batch_size=4, max_steps=2, learning_rate=1e-2, min_lr=1e-3, warmup=0, weight_decay=0.01,
+                      grad_clip=0.05, eval_interval=0, eval_batches=1, seed=3)
+    models = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        models.append(Seq2SeqTransformer(Seq2SeqConfig(vocab_size=tok.vocab_size, **config)))
+    train(models[0], tok, data, cfg, label_smoothing=0.1)
+    model = models[1]
+    optimizer = make_optimizer(model, cfg)
+    g = torch.Generator().manual_seed(cfg.seed)
+    for step in range(cfg.max_steps):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step / cfg.max_steps, cfg, cfg.max_steps)
+        batch = [data[i] for i in torch.randint(len(data), (cfg.batch_size,), generator=g).tolist()]
+        src = tok.encode_batch([s for s, _ in batch])
+        tgt = tok.encode_batch([t for _, t in batch], bos=True, eos=True)
+        loss = check._step_variant(model, optimizer, src, tgt, 0.1, cfg.grad_clip, mistake="torch smoothing")
+        src_b, tgt_in, tgt_out = make_batch(tok, batch)
+        assert torch.equal(tgt[:, 1:], tgt_out) and torch.equal(src, src_b) and isinstance(loss, float)
+    for (name, a), b in zip(models[0].named_parameters(), model.parameters()):
+        if name.endswith("k_proj.bias"):  # its gradient is 0 up to rounding (a softmax ignores a constant added
+            continue  # to every score), and AdamW's update g / (|g| + 1e-8) turns that noise into +-lr
+        torch.testing.assert_close(a, b, rtol=0, atol=2e-4, msg=lambda m: f"{name}: {m}")  # 2% of the lr

@@ -28,11 +28,11 @@ from .rules import is_remote, watch
 
 from . import seq2seq as _seq2seq
 from . import seq2seq_model as _seq2seq_model
-from ._core import checker, close, describe, hint, passed, require_graph
+from ._core import checker, close, describe, first_difference, hint, passed, require_graph
 from .seq2seq import *  # noqa: F401,F403 - exercises 9.1, 9.4 and 9.6
 from .seq2seq_model import *  # noqa: F401,F403 - exercises 9.2, 9.3 and 9.5
 
-__all__ = [*_seq2seq.__all__, *_seq2seq_model.__all__, "next_chars", "smoothed_loss"]
+__all__ = [*_seq2seq.__all__, *_seq2seq_model.__all__, "next_chars", "smoothed_loss", "seq2seq_step"]
 
 
 # ------------------------------------------------------------------------------- Exercise 9.7
@@ -309,3 +309,251 @@ def smoothed_loss(my_smoothed_loss) -> None:
         hint("the values are right but the gradient is not: does part of the loss go through .detach(), .item() "
              "or a NumPy copy?")
     passed("eps spread over the V - 1 tokens that are not padding, the padded positions left out of the mean.")
+
+
+# ------------------------------------------------------------------------------- Exercise 9.9
+class _PatternDropout(torch.nn.Module):
+    """Dropout without random draws: in training mode ``x`` times a fixed pattern of zeros (one
+    entry in five) and ``1 / 0.8``, in evaluation mode ``x`` itself.
+
+    The check puts it in place of every ``nn.Dropout`` of the model (and sets the attention's
+    dropout to 0), so that the model is different in training and in evaluation mode, as with real
+    dropout, while a step gives one answer that can be compared, in the notebook and in the
+    grader's kernel alike, and any change of torch's random state is the step's own.
+    """
+
+    def forward(self, x):
+        if not self.training:
+            return x
+        keep = (torch.arange(x.numel()) * 7 + 3) % 5 != 0  # 4 entries in 5 kept
+        return x * keep.reshape(x.shape).to(x.dtype) / 0.8
+
+
+def _step_model(seed, pad_id):
+    """A small float64 Seq2SeqTransformer whose dropouts are :class:`_PatternDropout` (training mode)."""
+    from companion.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Seq2SeqTransformer(Seq2SeqConfig(vocab_size=13, context_length=16, d_model=8, n_heads=2,
+                                                 n_encoder_layers=1, n_decoder_layers=2, d_ff=16, dropout=0.1,
+                                                 pad_id=pad_id)).double()
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if "norm" in name and name.endswith("weight"):
+                    param.copy_(1 + 0.5 * torch.randn_like(param))
+                elif "norm" in name and name.endswith("bias"):
+                    param.copy_(0.3 * torch.randn_like(param))
+    for name, module in list(model.named_modules()):
+        if isinstance(getattr(module, "dropout", None), float):
+            module.dropout = 0.0  # the attention weights: no dropout (it would draw at random)
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, torch.nn.Dropout):
+                setattr(module, child_name, _PatternDropout())
+    return model.train()
+
+
+def _step_batch(seed, pad_id, src_lens, src_width, tgt_lens):
+    """Sources padded on the right to ``src_width`` and targets ``<s> y </s>`` padded on the right
+    (``tgt_lens``: the lengths of the ``y``), ids drawn in [3, 13) without ``pad_id``, as
+    ``tokenizer.encode_batch(..., bos=True, eos=True)`` gives them."""
+    g = torch.Generator().manual_seed(seed)
+
+    def ids(n):
+        out = torch.randint(3, 13, (n,), generator=g)
+        return torch.where(out == pad_id, torch.full_like(out, 12 if pad_id != 12 else 4), out)
+
+    src = torch.full((len(src_lens), src_width), pad_id)
+    for b, n in enumerate(src_lens):
+        src[b, :n] = ids(n)
+    tgt = torch.full((len(tgt_lens), max(tgt_lens) + 2), pad_id)
+    for b, n in enumerate(tgt_lens):
+        tgt[b, : n + 2] = torch.cat([torch.tensor([1]), ids(n), torch.tensor([2])])  # <s> y </s>
+    return src, tgt
+
+
+#: The step's cases: what each tests (named in the hints), the model's seed and padding id, each step's
+#: (source lengths, source width, target lengths, eps, max_norm), and the mode the model arrives in.
+_STEP_CASES = [
+    dict(what="a batch of three rows of different lengths, every source padded, the model arriving in "
+              "evaluation mode", seed=91, pad_id=0, train=False,
+         steps=[((4, 2, 3), 5, (3, 1, 5), 0.1, 0.05), ((2, 3, 1), 4, (2, 4, 2), 0.1, 1e4)]),
+    dict(what="a batch of one, with no padding", seed=92, pad_id=0, train=True,
+         steps=[((3,), 3, (4,), 0.1, 0.05)]),
+    dict(what="pad_id 3 (not 0), a source row and a target row with no padding, eps = 0", seed=93, pad_id=3,
+         train=False, steps=[((4, 2), 4, (2, 4), 0.0, 0.05)]),
+]
+
+
+def _step_variant(model, optimizer, src, tgt, eps, max_norm, mistake=None):
+    """The step of the text (``mistake=None``), or one of its classic mistakes."""
+    pad = 0 if mistake == "pad 0" else model.config.pad_id
+    if mistake != "no train":
+        model.train()
+    if mistake == "no shift":
+        tgt_in, tgt_out = tgt, tgt
+    elif mistake in ("shift reversed", "shift reversed, target mask"):
+        tgt_in, tgt_out = tgt[:, 1:], tgt[:, :-1]
+    else:
+        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # <s> y, and y </s>
+    if mistake not in ("no zero", "zero at end"):
+        optimizer.zero_grad()
+    src_mask = src == pad if mistake == "inverted mask" else src != pad  # True = a real token
+    # the target mask changes only padded positions, which the loss leaves out (but not with a reversed shift)
+    tgt_mask = None if mistake in ("shift reversed", "mean over all") else tgt_in != pad
+    logits, _ = model(src, tgt_in, src_key_mask=src_mask, tgt_key_mask=tgt_mask)  # (B, T, V)
+    options = {"torch smoothing": dict(spread="all"), "no smoothing": dict(spread="none"),
+               "mean over all": dict(mean="all"), "mean over all, target mask": dict(mean="all"),
+               "sum": dict(mean="sum")}.get(mistake, {})
+    loss = _smoothed(logits, tgt_out, pad, eps, **options)
+    loss.backward()
+    if mistake not in ("no clip", "clip after"):
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0 if mistake == "clip 1" else max_norm)
+    if mistake != "no step":
+        optimizer.step()
+    if mistake == "clip after":
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if mistake == "zero at end":
+        optimizer.zero_grad()
+    return loss.item()
+
+
+_STEP_MISTAKES = {
+    "no train": "the model came in evaluation mode and your step trained it so, without dropout: call "
+                "model.train() first (translate() and every evaluation leave the model in evaluation mode).",
+    "no shift": "teacher forcing shifts the target: the decoder reads tgt[:, :-1] (<s> y) and is scored on "
+                "tgt[:, 1:] (y </s>); you used the whole tgt for both.",
+    "shift reversed": "the shift is the wrong way round: the decoder reads tgt[:, :-1] (<s> y) and is scored on "
+                      "tgt[:, 1:] (y </s>), the next token at every position.",
+    "shift reversed, target mask": "the shift is the wrong way round: the decoder reads tgt[:, :-1] (<s> y) and is "
+                                   "scored on tgt[:, 1:] (y </s>), the next token at every position.",
+    "pad 0": "on pad_id 3 your step treats 0 as the padding: take the padding id from model.config.pad_id, "
+             "for the source mask and for the loss.",
+    "inverted mask": "your source mask is True at the padding: the companion's masks are True at the REAL "
+                     "tokens (src != pad_id); torch.nn's key_padding_mask is the opposite.",
+    "torch smoothing": "your loss spreads eps over the padding token too (F.cross_entropy's label_smoothing, "
+                       "or translation.smoothed_cross_entropy): use exercise 9.8's loss, which gives <pad> "
+                       "nothing.",
+    "no smoothing": "eps was not used: the loss is exercise 9.8's label-smoothed one, with the eps given.",
+    "mean over all": "your loss averages over every target position, padding included: only the positions "
+                     "whose target is not pad_id count (exercise 9.8's loss).",
+    "mean over all, target mask": "your loss averages over every target position, padding included: only the "
+                                  "positions whose target is not pad_id count (exercise 9.8's loss).",
+    "sum": "your loss sums over the real target positions; take their mean (exercise 9.8's loss).",
+    "no zero": "the gradients accumulate: call optimizer.zero_grad() before backward(); otherwise the "
+               "gradients left by earlier code are added to this step's.",
+    "zero at end": "zero the gradients at the START of the step (before backward): this step began with "
+                   "gradients left over from earlier code, and they were added to yours.",
+    "no clip": "the gradients were not clipped: call torch.nn.utils.clip_grad_norm_(model.parameters(), "
+               "max_norm) after backward() and before optimizer.step().",
+    "clip after": "you clipped after optimizer.step(), when the update was already made with the unclipped "
+                  "gradients: clip between backward() and step().",
+    "clip 1": "clip to the max_norm you are given, not to a fixed 1.0.",
+    "no step": "the parameters did not change: call optimizer.step() after clipping.",
+}
+
+
+def _steps(step, case, stale):
+    """Run ``step`` on a fresh model of ``case`` (stale gradients in it, SGD), one batch after the other;
+    yield after each step the parameters, the gradients (0 where None), the value returned and the
+    facts the check reads (inputs unchanged, random state untouched, training mode)."""
+    model = _step_model(case["seed"], case["pad_id"])
+    for p, s in zip(model.parameters(), stale):
+        p.grad = s.clone()  # gradients left over from earlier code
+    model.train(case["train"])
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    for n, (src_lens, width, tgt_lens, eps, max_norm) in enumerate(case["steps"]):
+        src, tgt = _step_batch(case["seed"] * 10 + n, case["pad_id"], src_lens, width, tgt_lens)
+        given_src, given_tgt = src.clone(), tgt.clone()
+        state = torch.get_rng_state()
+        try:
+            returned = step(model, optimizer, given_src, given_tgt, eps, max_norm)
+        finally:
+            rng = torch.equal(state, torch.get_rng_state())
+            torch.set_rng_state(state)
+        facts = dict(inputs=torch.equal(given_src, src) and torch.equal(given_tgt, tgt), rng=rng,
+                     training=all(m.training for m in model.modules()))
+        params = torch.cat([p.detach().flatten() for p in model.parameters()]).clone()
+        grads = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().flatten()
+                           for p in model.parameters()]).clone()
+        yield params, grads, returned, facts
+
+
+def _variant_at(case, stale, n, mistake):
+    """Parameters, gradients and loss after step ``n`` of the mistake ``mistake``, or None if it fails there."""
+    try:
+        for k, (params, grads, loss, _) in enumerate(_steps(lambda *a: _step_variant(*a, mistake=mistake), case,
+                                                            stale)):
+            if k == n:
+                return params, grads, loss
+    except (RuntimeError, ValueError):  # an inverted mask on a row without padding: nothing to compare
+        return None
+    return None
+
+
+def _same(a, b, *, grads=True):
+    """Equal parameters (and gradients), to float64's precision give or take a float32 loss."""
+    return b is not None and close(a[0], b[0], rtol=1e-5, atol=1e-7) and (not grads or close(a[1], b[1], rtol=1e-5,
+                                                                                               atol=1e-7))
+
+
+@checker("Exercise 9.9", companion_given=True)
+def seq2seq_step(my_seq2seq_step) -> None:
+    """``my_seq2seq_step(model, optimizer, src, tgt, eps, max_norm) -> float``: one training step of the
+    encoder-decoder on a padded batch: model.train(); teacher forcing (``tgt[:, :-1]`` in,
+    ``tgt[:, 1:]`` scored); the source mask ``src != pad_id``; exercise 9.8's smoothed loss over the
+    real target positions; zero_grad, backward, clip_grad_norm_(max_norm), step; the loss as a float.
+
+    Checked against the step of the text on generated padded batches (three rows of different
+    lengths, a batch of one, ``pad_id`` 3 with rows that have no padding; the model arriving in
+    evaluation or training mode; stale gradients in it; a step that clips and one that does not;
+    two steps in a row), with a fixed pattern in place of dropout: the parameters after each step
+    and the loss returned; the caller's tensors unchanged, the model left in training mode,
+    torch's random state untouched (the dropout is the model's; the step draws nothing)."""
+    g = torch.Generator().manual_seed(99)
+    stale = [torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.5 for p in _step_model(0, 0).parameters()]
+    for case in _STEP_CASES:
+        what = case["what"]
+        right = list(_steps(_step_variant, case, stale))
+        for n, (params, grads, got_loss, fact) in enumerate(_steps(my_seq2seq_step, case, stale)):
+            call = f"on {what}" + (f", step {n + 1}" if len(case["steps"]) > 1 else "")
+            want = right[n]
+            if not fact["inputs"]:
+                hint(f"{call}: your step changed the src or tgt it was given (tgt[:, :-1] is a view of tgt: "
+                     "changing it in place changes the caller's batch). Work on copies.")
+            if not _same((params, grads), want, grads=False):
+                wrong = {m: _variant_at(case, stale, n, m) for m in _STEP_MISTAKES}
+                for mistake, message in _STEP_MISTAKES.items():  # parameters and gradients as the mistake's
+                    if _same((params, grads), wrong[mistake]):
+                        hint(f"{call}: {message}")
+                for mistake, message in _STEP_MISTAKES.items():  # the parameters alone
+                    if _same((params, grads), wrong[mistake], grads=False):
+                        hint(f"{call}: {message}")
+                if n > 0:
+                    hint(f"{call}: the first step is right but the second is not: each call must do the whole "
+                         "step on the batch it is given.", generic=True)
+                hint(f"{call}: the parameters after your step differ from those of the step of the text "
+                     f"(model.train(); the loss of exercise 9.8 on model(src, tgt[:, :-1]) against tgt[:, 1:]; "
+                     f"zero_grad, backward, clip, step): {first_difference(params, want[0], 'parameters')}.",
+                     generic=True)
+            if not fact["rng"]:
+                hint(f"{call}: your step changed torch's global random state (torch.manual_seed, or a draw): "
+                     "the step draws nothing at random itself, and must not reseed the caller's generator.")
+            if not fact["training"]:
+                hint(f"{call}: the model was left in evaluation mode: the step trains it, and leaves it in "
+                     "training mode (model.train()).")
+            if isinstance(got_loss, torch.Tensor):
+                hint("return the loss as a Python float, loss.item(): a tensor keeps the whole computation "
+                     "graph of the step alive (and the training log needs plain numbers).")
+            if not isinstance(got_loss, (float, int)) or isinstance(got_loss, bool):
+                hint(f"return the loss of the step as a float; you returned {describe(got_loss)}.")
+            if not close(got_loss, want[2], rtol=1e-5, atol=1e-7):
+                for mistake in ("sum", "mean over all", "mean over all, target mask", "torch smoothing",
+                                "no smoothing", "no shift", "pad 0"):
+                    other = _variant_at(case, stale, n, mistake)
+                    if other is not None and close(got_loss, other[2], rtol=1e-5, atol=1e-7):
+                        hint(f"{call}: {_STEP_MISTAKES[mistake]}")
+                hint(f"{call}: the parameters are updated right, but the returned loss {got_loss!r} is not this "
+                     f"step's loss {want[2]:.6f}: return the loss computed on the batch, before the update.")
+    passed("teacher forcing, the source mask, the smoothed loss over the real targets, zero_grad, "
+           "backward, clip, step: the update is exactly the step of the text.")
