@@ -9,89 +9,167 @@ from companion.exercises import vectors as check
 from mutation_harness import Exercise, Mutant, make_tests
 
 
-# --- 1.1: the book's solution, and wrong ones -------------------------------------------------------
-def my_dot(a, b):
-    if len(a) != len(b):
-        raise ValueError(f"vectors must have the same length, got {len(a)} and {len(b)}")
+# --- 1.1: the book's solution, right variants, and wrong ones ---------------------------------------
+def my_sparse_dot(a, b):
     total = 0
-    for a_i, b_i in zip(a, b):
-        total += a_i * b_i
+    for feature, value in a.items():
+        if feature in b:  # a feature that b does not store is 0 there
+            total += value * b[feature]
     return total
 
 
-def _checked(body):
-    """A dot product variant that keeps the length check (so that only ``body`` is wrong)."""
-    def dot(a, b):
-        if len(a) != len(b):
-            raise ValueError("lengths differ")
-        return body(a, b)
-    return dot
+def _smaller_first(a, b):
+    """Right: loop over the smaller dict, look up in the larger."""
+    if len(b) < len(a):
+        a, b = b, a
+    return sum(v * b.get(k, 0) for k, v in a.items())
 
 
-def _no_return(a, b):
-    if len(a) != len(b):
-        raise ValueError("lengths differ")
+def _over_the_union(a, b):
+    """Right: every feature of either vector, a missing one read as 0."""
+    return sum(a.get(k, 0) * b.get(k, 0) for k in set(a) | set(b))
+
+
+def _shared_keys(a, b):
+    """Right: the key views' intersection."""
+    return sum(a[k] * b[k] for k in a.keys() & b.keys())
+
+
+def _setdefault(a, b):
+    return sum(v * b.setdefault(k, 0) for k, v in a.items())
+
+
+def _pops(a, b):
     total = 0
-    for a_i, b_i in zip(a, b):
-        total += a_i * b_i
+    for k in list(a):
+        v = a.pop(k)
+        total += v * b.get(k, 0)
+    return total
 
 
-def _assert_lengths(a, b):
-    assert len(a) == len(b)
-    return sum(x * y for x, y in zip(a, b))
+def _as_lists(a, b):
+    return sum(a[i] * b[i] for i in range(len(a)))
 
 
-def _type_error(a, b):
-    if len(a) != len(b):
-        raise TypeError("lengths differ")
-    return sum(x * y for x, y in zip(a, b))
+SPARSE_RIGHT = [_smaller_first, _over_the_union, _shared_keys]
 
-
-DOT = [
-    Mutant("product of the sums", _checked(lambda a, b: sum(a) * sum(b)), "multiplied the sums"),
-    Mutant("sum of everything", _checked(lambda a, b: sum(a) + sum(b)), "added all the numbers"),
-    Mutant("loop stops one early", _checked(lambda a, b: sum(a[i] * b[i] for i in range(len(a) - 1))), "skips one position"),
-    Mutant("loop starts at 1", _checked(lambda a, b: sum(a[i] * b[i] for i in range(1, len(a)))), "skips one position"),
-    Mutant("list of products", _checked(lambda a, b: [x * y for x, y in zip(a, b)]), "add them up"),
-    Mutant("largest product", _checked(lambda a, b: max(x * y for x, y in zip(a, b)))),
-    Mutant("no length check", lambda a, b: sum(x * y for x, y in zip(a, b)), "did not raise ValueError"),
-    Mutant("TypeError for lengths", _type_error, "should raise ValueError"),
-    Mutant("assert for lengths", _assert_lengths, "yours raised AssertionError"),
-    Mutant("numpy.dot", _checked(lambda a, b: float(np.dot(a, b))), "plain Python loop"),
-    Mutant("torch tensors", _checked(lambda a, b: torch.tensor(a) @ torch.tensor(b)), "plain Python loop"),
-    Mutant("returns a string", _checked(lambda a, b: str(sum(x * y for x, y in zip(a, b)))), "expected a number"),
-    Mutant("forgets to return", _no_return, "expected a number"),
-    Mutant("sign flipped", _checked(lambda a, b: -sum(x * y for x, y in zip(a, b))), "sign is flipped"),
-    Mutant("squares of a", _checked(lambda a, b: sum(x * x for x in a))),
-    Mutant("NaN", _checked(lambda a, b: float("nan"))),
-    Mutant("a @ b on lists", lambda a, b: a @ b, "TypeError", raised=True),
-    Mutant("integer division of the total", _checked(lambda a, b: sum(x * y for x, y in zip(a, b)) // 3)),
+SPARSE = [
+    Mutant("KeyError on a missing feature", lambda a, b: sum(v * b[k] for k, v in a.items()), "does not store"),
+    Mutant("indexes like a list", _as_lists, "does not store"),
+    Mutant("zip of the values", lambda a, b: sum(x * y for x, y in zip(a.values(), b.values())), "by their position"),
+    Mutant("counts the shared features", lambda a, b: len(set(a) & set(b)), "counted the shared features"),
+    Mutant("sums instead of products", lambda a, b: sum(a[k] + b[k] for k in a if k in b), "a[k] + b[k]"),
+    Mutant("adds everything", lambda a, b: sum(a.values()) + sum(b.values()), "added all the values"),
+    Mutant("a missing feature as 1", lambda a, b: sum(v * b.get(k, 1) for k, v in a.items()), "not 1"),
+    Mutant("the union, missing as 1", lambda a, b: sum(a.get(k, 1) * b.get(k, 1) for k in set(a) | set(b)), "not 1"),
+    Mutant("sign flipped", lambda a, b: -my_sparse_dot(a, b), "sign is flipped"),
+    Mutant("absolute value", lambda a, b: abs(my_sparse_dot(a, b)), "absolute value"),
+    Mutant("a dict of products", lambda a, b: {k: v * b[k] for k, v in a.items() if k in b}, "one number"),
+    Mutant("a list of products", lambda a, b: [v * b[k] for k, v in a.items() if k in b], "one number"),
+    Mutant("setdefault fills b", _setdefault, "changed the dict b"),
+    Mutant("pops from a", _pops, "changed the dict a"),
+    Mutant("NumPy", lambda a, b: float(np.sum([v * b.get(k, 0) for k, v in a.items()])), "without NumPy"),
+    Mutant("a torch tensor", lambda a, b: torch.tensor(float(my_sparse_dot(a, b))), "without NumPy"),
+    Mutant("returns a string", lambda a, b: str(my_sparse_dot(a, b)), "expected a number"),
+    Mutant("returns None", lambda a, b: None, "expected a number"),
+    Mutant("first vector's keys only, squared", lambda a, b: sum(v * v for v in a.values())),
+    Mutant("integer division", lambda a, b: my_sparse_dot(a, b) // 3),
+    Mutant("NaN", lambda a, b: float("nan")),
+    Mutant("a @ b on dicts", lambda a, b: a @ b, "TypeError", raised=True),
 ]
+
+
+def test_right_variants_of_the_sparse_dot_pass():
+    for variant in SPARSE_RIGHT:
+        fb = check.sparse_dot(variant)
+        assert fb.passed, (variant.__name__, fb)
 
 
 # --- 1.2 ---------------------------------------------------------------------------------------------
-def my_cosine(a, b):
-    return (a @ b) / (torch.sqrt(a @ a) * torch.sqrt(b @ b))
+def my_cosine(a, b, eps=1e-8):
+    dot = (a * b).sum(dim=-1)  # broadcast, then one number per pair
+    length_a = torch.sqrt((a * a).sum(dim=-1)).clamp_min(eps)
+    length_b = torch.sqrt((b * b).sum(dim=-1)).clamp_min(eps)
+    return dot / (length_a * length_b)
+
+
+def _cosine_unit_first(a, b, eps=1e-8):
+    """Right: each vector divided by its floored length first, then the dot product."""
+    ua = a / torch.maximum(torch.sqrt((a * a).sum(-1, keepdim=True)), torch.tensor(eps, dtype=a.dtype))
+    ub = b / torch.maximum(torch.sqrt((b * b).sum(-1, keepdim=True)), torch.tensor(eps, dtype=b.dtype))
+    return (ua * ub).sum(-1)
+
+
+def _cosine_squared_floor(a, b, eps=1e-8):
+    """Right: the squared length floored at eps², then the root (finite gradients at zero too)."""
+    na = torch.sqrt((a * a).sum(-1).clamp_min(eps * eps))
+    nb = torch.sqrt((b * b).sum(-1).clamp_min(eps * eps))
+    return (a * b).sum(-1) / (na * nb)
+
+
+def _cosine_matmul(a, b, eps=1e-8):
+    """Right: the dot products by @ on an added axis."""
+    dot = (a.unsqueeze(-2) @ b.unsqueeze(-1)).squeeze(-1).squeeze(-1)
+    na = (a.unsqueeze(-2) @ a.unsqueeze(-1)).squeeze(-1).squeeze(-1).sqrt().clamp(min=eps)
+    nb = (b.unsqueeze(-2) @ b.unsqueeze(-1)).squeeze(-1).squeeze(-1).sqrt().clamp(min=eps)
+    return dot / (na * nb)
+
+
+COSINE_RIGHT = [_cosine_unit_first, _cosine_squared_floor, _cosine_matmul]
+
+
+def _cos(floor=lambda na, nb, eps: na.clamp_min(eps) * nb.clamp_min(eps), keepdim=False):
+    def cosine(a, b, eps=1e-8):
+        na = torch.sqrt((a * a).sum(-1, keepdim=keepdim))
+        nb = torch.sqrt((b * b).sum(-1, keepdim=keepdim))
+        return (a * b).sum(-1, keepdim=keepdim) / floor(na, nb, eps)
+    return cosine
+
+
+def _cosine_in_place(a, b, eps=1e-8):
+    a /= torch.sqrt((a * a).sum(-1, keepdim=True)).clamp_min(eps)
+    return (a * b).sum(-1) / torch.sqrt((b * b).sum(-1)).clamp_min(eps)
 
 
 COSINE = [
-    Mutant("raw dot product", lambda a, b: a @ b, "raw dot product"),
-    Mutant("one length only", lambda a, b: (a @ b) / torch.sqrt(a @ a), "both lengths"),
-    Mutant("precedence", lambda a, b: (a @ b) / torch.sqrt(a @ a) * torch.sqrt(b @ b), "operator precedence"),
-    Mutant("squared lengths", lambda a, b: (a @ b) / ((a @ a) * (b @ b)), "squared length"),
-    Mutant("sum of lengths", lambda a, b: (a @ b) / (a.norm() + b.norm()), "not their sum"),
-    Mutant("the angle", lambda a, b: torch.arccos(my_cosine(a, b)), "angle itself"),
-    Mutant("the angle in degrees", lambda a, b: torch.rad2deg(torch.arccos(my_cosine(a, b))), "angle itself"),
-    Mutant("cosine distance", lambda a, b: 1 - my_cosine(a, b), "cosine distance"),
-    Mutant("sign flipped", lambda a, b: -my_cosine(a, b), "sign is wrong"),
-    Mutant("absolute value", lambda a, b: my_cosine(a, b).abs(), "sign is wrong"),
-    Mutant("library cosine", lambda a, b: F.cosine_similarity(a, b, dim=0), "from its formula"),
-    Mutant("per position", lambda a, b: a * b / (a.norm() * b.norm()), "one number per position"),
-    Mutant("returns a list", lambda a, b: [float(my_cosine(a, b))], "return a number"),
-    Mutant("returns None", lambda a, b: None, "return a number"),
-    Mutant("NaN", lambda a, b: torch.tensor(float("nan"))),
-    Mutant("sqrt missing on b", lambda a, b: (a @ b) / (torch.sqrt(a @ a) * (b @ b))),
+    Mutant("no floor", _cos(lambda na, nb, eps: na * nb), "0 / 0 is nan"),
+    Mutant("eps added to the product", _cos(lambda na, nb, eps: na * nb + eps), "not an amount added"),
+    Mutant("eps added to each length", _cos(lambda na, nb, eps: (na + eps) * (nb + eps)), "not an amount added"),
+    Mutant("sqrt(|a|² + eps²)", _cos(lambda na, nb, eps: (na**2 + eps**2).sqrt() * (nb**2 + eps**2).sqrt()),
+           "not sqrt(|a|² + eps²)"),
+    Mutant("floor on the product", _cos(lambda na, nb, eps: (na * nb).clamp_min(eps)), "each length separately"),
+    Mutant("eps ignored", lambda a, b, eps=1e-8: my_cosine(a, b), "use the eps you are given"),
+    Mutant("raw dot product", lambda a, b, eps=1e-8: (a * b).sum(-1), "raw dot product"),
+    Mutant("one length only", _cos(lambda na, nb, eps: na.clamp_min(eps)), "both lengths"),
+    Mutant("squared lengths", _cos(lambda na, nb, eps: na.clamp_min(eps) ** 2 * nb.clamp_min(eps) ** 2),
+           "squared length"),
+    Mutant("sum of lengths", _cos(lambda na, nb, eps: na.clamp_min(eps) + nb.clamp_min(eps)), "not their sum"),
+    Mutant("keepdim", _cos(keepdim=True), "the last axis goes away"),
+    Mutant("per component", lambda a, b, eps=1e-8: a * b / (my_cosine(a, a, eps) * 0 + 1), "one number per "
+                                                                                            "component"),
+    Mutant("1-D only (a @ b)", lambda a, b, eps=1e-8: (a @ b) / (torch.sqrt(a @ a) * torch.sqrt(b @ b)),
+           "@ is a matrix product"),
+    Mutant("the angle", lambda a, b, eps=1e-8: torch.arccos(my_cosine(a, b, eps)), "angle itself"),
+    Mutant("cosine distance", lambda a, b, eps=1e-8: 1 - my_cosine(a, b, eps), "cosine distance"),
+    Mutant("sign flipped", lambda a, b, eps=1e-8: -my_cosine(a, b, eps), "sign is wrong"),
+    Mutant("absolute value", lambda a, b, eps=1e-8: my_cosine(a, b, eps).abs(), "sign is wrong"),
+    Mutant("library cosine", lambda a, b, eps=1e-8: F.cosine_similarity(a, b, dim=-1, eps=eps), "cosine_similarity"),
+    Mutant("library norm", lambda a, b, eps=1e-8: (a * b).sum(-1) / (
+        a.norm(dim=-1).clamp_min(eps) * b.norm(dim=-1).clamp_min(eps)), "you used norm"),
+    Mutant("in place", _cosine_in_place, "changed a in place"),
+    Mutant("detached", lambda a, b, eps=1e-8: my_cosine(a, b, eps).detach(), "no gradient flows"),
+    Mutant("float32 inside", lambda a, b, eps=1e-8: my_cosine(a.float(), b.float(), eps).to(a.dtype), "7 digits"),
+    Mutant("in float32", lambda a, b, eps=1e-8: my_cosine(a.float(), b.float(), eps), "dtype"),
+    Mutant("returns a float", lambda a, b, eps=1e-8: float(my_cosine(a, b, eps).sum()), "wrong type"),
+    Mutant("returns None", lambda a, b, eps=1e-8: None, "wrong type"),
+    Mutant("NaN", lambda a, b, eps=1e-8: my_cosine(a, b, eps) * float("nan")),
 ]
+
+
+def test_right_variants_of_the_cosine_pass():
+    for variant in COSINE_RIGHT:
+        fb = check.cosine_batch(variant)
+        assert fb.passed, (variant.__name__, fb)
 
 
 # --- 1.3 ---------------------------------------------------------------------------------------------
@@ -151,8 +229,8 @@ SCALED = [
 
 
 EXERCISES = [
-    Exercise(check.dot_by_hand, my_dot, DOT),
-    Exercise(check.cosine, my_cosine, COSINE),
+    Exercise(check.sparse_dot, my_sparse_dot, SPARSE),
+    Exercise(check.cosine_batch, my_cosine, COSINE),
     Exercise(check.all_pairs, my_all_scores, ALL_PAIRS),
     Exercise(check.scaled_scores, my_scale, SCALED),
 ]

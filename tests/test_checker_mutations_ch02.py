@@ -9,41 +9,87 @@ from mutation_harness import Exercise, Mutant, make_tests
 
 
 # --- 2.1 ---------------------------------------------------------------------------------------------
-def my_softmax(x):
-    e = torch.exp(x - x.amax(dim=-1, keepdim=True))  # every exponent <= 0
-    return e / e.sum(dim=-1, keepdim=True)
+def my_log_softmax(x, dim=-1):
+    m = x.amax(dim=dim, keepdim=True)  # the largest score of each slice along dim
+    shifted = x - m  # every exponent <= 0, the largest exactly 0
+    return shifted - torch.log(torch.exp(shifted).sum(dim=dim, keepdim=True))
 
 
-def _shifted(shift, dim=-1):
-    def softmax(x):
-        e = torch.exp(x - shift(x))
-        return e / e.sum(dim=dim, keepdim=True)
-    return softmax
+def _log_softmax_max_values(x, dim=-1):
+    """Right: max(...).values, the maximum detached, written in another order."""
+    m = x.max(dim=dim, keepdim=True).values.detach()
+    return x - (m + (x - m).exp().sum(dim, keepdim=True).log())
 
 
-SOFTMAX = [
-    Mutant("torch.softmax", lambda x: torch.softmax(x, dim=-1), "calls the library's softmax"),
-    Mutant("F.softmax", lambda x: F.softmax(x, dim=-1), "calls the library's softmax"),
-    Mutant("Tensor.softmax", lambda x: x.softmax(-1), "calls the library's softmax"),
-    Mutant("exp of log_softmax", lambda x: torch.log_softmax(x, -1).exp(), "calls the library's log_softmax"),
-    Mutant("over the columns", _shifted(lambda x: x.amax(0, keepdim=True), dim=0), "columns sum to 1"),
-    Mutant("not normalized", lambda x: torch.exp(x - x.amax(-1, keepdim=True)), "did not normalize"),
-    Mutant("whole matrix sums to 1", lambda x: torch.exp(x - x.max()) / torch.exp(x - x.max()).sum(), "whole matrix"),
-    Mutant("global maximum", _shifted(lambda x: x.max()), "own maximum"),
-    Mutant("naive", lambda x: torch.exp(x) / torch.exp(x).sum(-1, keepdim=True), "overflows"),
-    Mutant("subtracts the minimum", _shifted(lambda x: x.amin(-1, keepdim=True)), "overflows"),
-    Mutant("subtracts the mean", _shifted(lambda x: x.mean(-1, keepdim=True)), "overflows"),
-    Mutant("no keepdim", lambda x: torch.exp(x - x.amax(-1)) / torch.exp(x - x.amax(-1)).sum(-1), "keepdim=True"),
-    Mutant("log-softmax by hand", lambda x: (x - x.amax(-1, keepdim=True)) - torch.exp(
-        x - x.amax(-1, keepdim=True)).sum(-1, keepdim=True).log(), "log of the softmax"),
-    Mutant("no exponential", lambda x: (x - x.amax(-1, keepdim=True)) / (x - x.amax(-1, keepdim=True)).sum(
-        -1, keepdim=True), "exponentiate before normalizing"),
-    Mutant("returns a list", lambda x: my_softmax(x).tolist(), "return a tensor"),
-    Mutant("returns None", lambda x: None, "return a tensor"),
-    Mutant("divides by the max", lambda x: torch.exp(x) / torch.exp(x).amax(-1, keepdim=True), "did not normalize"),
-    Mutant("max returns a pair", lambda x: torch.exp(x - x.max(dim=-1, keepdim=True)), "TypeError", raised=True),
-    Mutant("NaN", lambda x: x * float("nan")),
+def _log_softmax_moved(x, dim=-1):
+    """Right: the axis moved last, computed there and moved back."""
+    y = x.movedim(dim, -1)
+    m = y.amax(-1, keepdim=True)
+    return (y - m - torch.log(torch.exp(y - m).sum(-1, keepdim=True))).movedim(-1, dim)
+
+
+def _lsm(shift, dim_of=lambda dim: dim, sign=-1.0, outside=True):
+    def log_softmax(x, dim=-1):
+        d = dim_of(dim)
+        m = shift(x, d)
+        lse = torch.log(torch.exp(x - m).sum(dim=d, keepdim=True))
+        return x - (m if outside else 0) + sign * lse
+    return log_softmax
+
+
+def _in_place(x, dim=-1):
+    m = x.amax(dim=dim, keepdim=True)
+    x -= m
+    return x - torch.log(torch.exp(x).sum(dim=dim, keepdim=True))
+
+
+def _masked_as_large(x, dim=-1):
+    x = torch.where(torch.isinf(x), torch.full_like(x, -1e9), x)
+    return my_log_softmax(x, dim)
+
+
+LOG_SOFTMAX = [
+    Mutant("torch.log_softmax", lambda x, dim=-1: torch.log_softmax(x, dim), "calls the library's log_softmax"),
+    Mutant("F.log_softmax", lambda x, dim=-1: F.log_softmax(x, dim=dim), "calls the library's log_softmax"),
+    Mutant("torch.logsumexp", lambda x, dim=-1: x - torch.logsumexp(x, dim, keepdim=True),
+           "calls the library's logsumexp"),
+    Mutant("log of torch.softmax", lambda x, dim=-1: torch.log(torch.softmax(x, dim)), "calls the library's softmax"),
+    Mutant("log of a stable softmax", lambda x, dim=-1: torch.log(
+        torch.exp(x - x.amax(dim, keepdim=True)) / torch.exp(x - x.amax(dim, keepdim=True)).sum(dim, keepdim=True)),
+        "log of the softmax"),
+    Mutant("naive", lambda x, dim=-1: x - torch.log(torch.exp(x).sum(dim, keepdim=True)), "overflows"),
+    Mutant("max not subtracted outside", _lsm(lambda x, d: x.amax(d, keepdim=True), outside=False),
+           "must come off outside too"),
+    Mutant("log-sum added", _lsm(lambda x, d: x.amax(d, keepdim=True), sign=1.0), "sign of the log-sum"),
+    Mutant("not normalized", lambda x, dim=-1: x - x.amax(dim, keepdim=True), "did not normalize"),
+    Mutant("global maximum", _lsm(lambda x, d: x.amax()), "not the maximum of the whole tensor"),
+    Mutant("dim ignored", lambda x, dim=-1: my_log_softmax(x, -1), "use the dim argument"),
+    Mutant("always dim 0", lambda x, dim=-1: my_log_softmax(x, 0), "use the dim argument"),
+    Mutant("whole tensor", lambda x, dim=-1: x - x.amax() - torch.log(torch.exp(x - x.amax()).sum()),
+           "over the whole tensor"),
+    Mutant("no keepdim", lambda x, dim=-1: x - x.amax(dim) - torch.log(torch.exp(x - x.amax(dim)).sum(dim)),
+           "keepdim=True"),
+    Mutant("probabilities", lambda x, dim=-1: torch.exp(my_log_softmax(x, dim)), "those are the probabilities"),
+    Mutant("subtracts the minimum", _lsm(lambda x, d: x.amin(d, keepdim=True)), "overflows"),
+    Mutant("in place", _in_place, "changed x in place"),
+    Mutant("masked scores as -1e9", _masked_as_large),
+    Mutant("detached", lambda x, dim=-1: my_log_softmax(x, dim).detach(), "no gradient flows"),
+    Mutant("float32 inside", lambda x, dim=-1: my_log_softmax(x.float(), dim).to(x.dtype), "7 digits"),
+    Mutant("returns a list", lambda x, dim=-1: my_log_softmax(x, dim).tolist(), "wrong type"),
+    Mutant("returns None", lambda x, dim=-1: None, "wrong type"),
+    Mutant("max returns a pair", lambda x, dim=-1: x - x.max(dim=dim, keepdim=True), "TypeError", raised=True),
+    Mutant("no default dim", lambda x, dim: my_log_softmax(x, dim), "TypeError", raised=True),
+    Mutant("NaN", lambda x, dim=-1: x * float("nan")),
 ]
+
+#: Right answers written otherwise: each must pass.
+LOG_SOFTMAX_RIGHT = [_log_softmax_max_values, _log_softmax_moved]
+
+
+def test_right_variants_of_the_log_softmax_pass():
+    for variant in LOG_SOFTMAX_RIGHT:
+        fb = check.stable_log_softmax(variant)
+        assert fb.passed, (variant.__name__, fb)
 
 
 # --- 2.2 ---------------------------------------------------------------------------------------------
@@ -177,7 +223,7 @@ PADDING = [
 
 
 EXERCISES = [
-    Exercise(check.stable_softmax, my_softmax, SOFTMAX),
+    Exercise(check.stable_log_softmax, my_log_softmax, LOG_SOFTMAX),
     Exercise(check.attention, my_attention, ATTENTION),
     Exercise(check.causal, my_causal_mask, CAUSAL),
     Exercise(check.padding, my_padding_mask, PADDING),

@@ -10,24 +10,38 @@ def stub(*args):
     raise NotImplementedError
 
 
-def test_stable_softmax():
-    right = lambda x: torch.exp(x - x.amax(-1, keepdim=True)) / torch.exp(x - x.amax(-1, keepdim=True)).sum(-1, keepdim=True)
-    assert check.stable_softmax(right).passed
-    assert check.stable_softmax(stub).status == "not attempted"
-    assert check.stable_softmax(...).status == "not attempted"
-    naive = lambda x: torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)
-    assert "overflows" in check.stable_softmax(naive).message
-    by_column = lambda x: torch.exp(x - x.amax(0, keepdim=True)) / torch.exp(x - x.amax(0, keepdim=True)).sum(0, keepdim=True)
-    assert "columns sum to 1" in check.stable_softmax(by_column).message
-    assert "calls the library's softmax" in check.stable_softmax(lambda x: torch.softmax(x, dim=-1)).message
-    assert "did not normalize" in check.stable_softmax(lambda x: torch.exp(x - x.amax(-1, keepdim=True))).message
-    whole = lambda x: torch.exp(x - x.max()) / torch.exp(x - x.max()).sum()
-    assert "whole matrix" in check.stable_softmax(whole).message
-    global_max = lambda x: torch.exp(x - x.max()) / torch.exp(x - x.max()).sum(-1, keepdim=True)
-    assert "own maximum" in check.stable_softmax(global_max).message
-    assert "return a tensor" in check.stable_softmax(lambda x: x.tolist()).message
-    no_keepdim = lambda x: torch.exp(x - x.amax(-1)) / torch.exp(x - x.amax(-1)).sum(-1)
-    assert "keepdim=True" in check.stable_softmax(no_keepdim).message
+def _log_softmax_right(x, dim=-1):
+    m = x.amax(dim=dim, keepdim=True)
+    return x - m - torch.log(torch.exp(x - m).sum(dim=dim, keepdim=True))
+
+
+def test_stable_log_softmax():
+    assert check.stable_log_softmax(_log_softmax_right).passed
+    assert check.stable_log_softmax(stub).status == "not attempted"
+    assert check.stable_log_softmax(...).status == "not attempted"
+    naive = lambda x, dim=-1: x - torch.log(torch.exp(x).sum(dim, keepdim=True))
+    assert "overflows" in check.stable_log_softmax(naive).message
+    stable_then_log = lambda x, dim=-1: torch.log(torch.exp(_log_softmax_right(x, dim)))
+    assert "log of the softmax" in check.stable_log_softmax(stable_then_log).message
+    assert "calls the library's log_softmax" in check.stable_log_softmax(lambda x, dim=-1: torch.log_softmax(x, dim)).message
+    assert "use the dim argument" in check.stable_log_softmax(lambda x, dim=-1: _log_softmax_right(x)).message
+    global_max = lambda x, dim=-1: x - x.max() - torch.log(torch.exp(x - x.max()).sum(dim, keepdim=True))
+    assert "whole tensor" in check.stable_log_softmax(global_max).message
+    assert "wrong type" in check.stable_log_softmax(lambda x, dim=-1: x.tolist()).message
+    no_keepdim = lambda x, dim=-1: x - x.amax(dim) - torch.log(torch.exp(x - x.amax(dim)).sum(dim))
+    assert "keepdim=True" in check.stable_log_softmax(no_keepdim).message
+
+
+def test_log_softmax_cases_cover_what_the_text_names():
+    # The underflow case is one where the log of a (correct) softmax is -inf and the answer is not.
+    cases = {label: (x, dim) for label, x, dim in check._log_softmax_cases()}
+    x, _ = next(v for k, v in cases.items() if k.startswith("a probability that underflows"))
+    assert x.dtype == torch.float32
+    assert torch.isinf(torch.log(torch.softmax(x, -1))).any() and torch.isfinite(torch.log_softmax(x, -1)).all()
+    x, _ = cases["masked scores (-inf)"]
+    assert torch.isinf(x).any() and torch.isfinite(x).any(dim=-1).all()  # one finite score per row
+    assert any(dim not in (None, -1) for _, dim in cases.values())
+    assert {x.dim() for x, _ in cases.values()} >= {1, 2, 3}
 
 
 def test_attention():
@@ -78,12 +92,14 @@ def test_issue_10_cases():
     # 2.2 crashed inside its own code on an unrecognized wrong answer of the right shape.
     odd = check.attention(lambda Q, K, V: torch.softmax(Q @ K.mT / math.sqrt(Q.shape[-1]), -1) @ V + 0.1)
     assert odd.status == "hint" and odd.kind == "generic" and "is " in odd.message
-    # 2.1 accepted torch.softmax, which the exercise forbids; every library softmax is noticed.
-    for library in (lambda x: torch.softmax(x, -1), lambda x: torch.nn.functional.softmax(x, -1),
-                    lambda x: x.softmax(-1), lambda x: torch.special.softmax(x, -1),
-                    lambda x: torch.log_softmax(x, -1).exp(), lambda x: torch.nn.Softmax(dim=-1)(x)):
-        fb = check.stable_softmax(library)
-        assert fb.status == "hint" and "write the softmax yourself" in fb.message, fb
+    # 2.1 accepted torch.softmax, which the exercise forbids; every library (log-)softmax is noticed.
+    for library in (lambda x, dim=-1: torch.log_softmax(x, dim), lambda x, dim=-1: torch.nn.functional.log_softmax(x, dim),
+                    lambda x, dim=-1: x.log_softmax(dim), lambda x, dim=-1: torch.special.log_softmax(x, dim),
+                    lambda x, dim=-1: x - torch.logsumexp(x, dim, keepdim=True),
+                    lambda x, dim=-1: x - x.logsumexp(dim, keepdim=True),
+                    lambda x, dim=-1: torch.nn.LogSoftmax(dim=dim)(x)):
+        fb = check.stable_log_softmax(library)
+        assert fb.status == "hint" and "write the log-softmax yourself" in fb.message, fb
     assert torch.softmax(torch.zeros(2), 0).tolist() == [0.5, 0.5]  # the originals are back
     assert "softmax" not in vars(torch.Tensor)
 

@@ -10,34 +10,56 @@ def stub(*args):
     raise NotImplementedError
 
 
-def test_dot_by_hand():
-    def right(a, b):
-        if len(a) != len(b):
-            raise ValueError("lengths differ")
-        return sum(x * y for x, y in zip(a, b))
-
-    assert check.dot_by_hand(right).passed
-    assert check.dot_by_hand(stub).status == "not attempted"
-    assert check.dot_by_hand(...).status == "not attempted"
-    no_length_check = lambda a, b: sum(x * y for x, y in zip(a, b))
-    assert "did not raise ValueError" in check.dot_by_hand(no_length_check).message
-    assert "add them up" in check.dot_by_hand(lambda a, b: [x * y for x, y in zip(a, b)]).message
-    assert "multiplied the sums" in check.dot_by_hand(lambda a, b: sum(a) * sum(b)).message
-    assert "added all the numbers" in check.dot_by_hand(lambda a, b: sum(a) + sum(b)).message
-    off_by_one = lambda a, b: sum(a[i] * b[i] for i in range(len(a) - 1))
-    assert "skips one position" in check.dot_by_hand(off_by_one).message
-    crash = check.dot_by_hand(lambda a, b: a @ b)
-    assert crash.status == "hint" and "TypeError" in crash.message
+def test_sparse_dot():
+    right = lambda a, b: sum(v * b[k] for k, v in a.items() if k in b)
+    assert check.sparse_dot(right).passed
+    assert check.sparse_dot(stub).status == "not attempted"
+    assert check.sparse_dot(...).status == "not attempted"
+    assert "does not store" in check.sparse_dot(lambda a, b: sum(v * b[k] for k, v in a.items())).message
+    assert "by their position" in check.sparse_dot(lambda a, b: sum(x * y for x, y in zip(a.values(), b.values()))).message
+    assert "not 1" in check.sparse_dot(lambda a, b: sum(v * b.get(k, 1) for k, v in a.items())).message
+    assert "changed the dict b" in check.sparse_dot(lambda a, b: sum(v * b.setdefault(k, 0) for k, v in a.items())).message
+    crash = check.sparse_dot(lambda a, b: a @ b)
+    assert crash.status == "hint" and crash.kind == "raised" and "TypeError" in crash.message
 
 
-def test_cosine():
-    right = lambda a, b: (a @ b) / (torch.sqrt(a @ a) * torch.sqrt(b @ b))
-    assert check.cosine(right).passed
-    assert check.cosine(stub).status == "not attempted"
-    assert "raw dot product" in check.cosine(lambda a, b: a @ b).message
-    assert "both lengths" in check.cosine(lambda a, b: (a @ b) / a.norm()).message
-    assert "squared length" in check.cosine(lambda a, b: (a @ b) / ((a @ a) * (b @ b))).message
-    assert "angle itself" in check.cosine(lambda a, b: torch.arccos(right(a, b))).message
+def test_sparse_dot_reference_is_the_dense_dot_product():
+    # Independent of the checker's reference: the dense vectors over every feature, by hand.
+    for label, a, b in check._sparse_cases():
+        features = list(dict.fromkeys([*a, *b]))
+        dense_a = [a.get(k, 0) for k in features]
+        dense_b = [b.get(k, 0) for k in features]
+        assert math.isclose(check._sparse_reference(a, b), math.fsum(x * y for x, y in zip(dense_a, dense_b)),
+                            rel_tol=1e-12, abs_tol=1e-12), label
+    assert check._sparse_reference({0: 1, 1: 2, 2: 3}, {0: 4, 1: 5, 2: 6}) == 32
+    assert check._sparse_reference({0: 1, 1: 2, 2: 3, 3: 4}, {0: -4, 2: 2, 3: 5}) == 22
+
+
+def _cosine_right(a, b, eps=1e-8):
+    na = torch.sqrt((a * a).sum(-1)).clamp_min(eps)
+    nb = torch.sqrt((b * b).sum(-1)).clamp_min(eps)
+    return (a * b).sum(-1) / (na * nb)
+
+
+def test_cosine_batch():
+    assert check.cosine_batch(_cosine_right).passed
+    assert check.cosine_batch(stub).status == "not attempted"
+    assert "raw dot product" in check.cosine_batch(lambda a, b, eps=1e-8: (a * b).sum(-1)).message
+    no_floor = lambda a, b, eps=1e-8: (a * b).sum(-1) / torch.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+    assert "0 / 0 is nan" in check.cosine_batch(no_floor).message
+    old = lambda a, b: (a @ b) / (torch.sqrt(a @ a) * torch.sqrt(b @ b))  # the 1-D formula of the text
+    assert "@ is a matrix product" in check.cosine_batch(old).message
+    assert "use the eps you are given" in check.cosine_batch(lambda a, b, eps=1e-8: _cosine_right(a, b)).message
+    assert "angle itself" in check.cosine_batch(lambda a, b, eps=1e-8: torch.arccos(_cosine_right(a, b, eps))).message
+
+
+def test_cosine_reference_is_torchs_cosine_similarity():
+    # torch.nn.functional.cosine_similarity divides by max(|a|, eps) * max(|b|, eps): the rule of 1.2.
+    for label, a, b, eps in check._cosine_cases():
+        eps = 1e-8 if eps is None else eps
+        theirs = torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=-1, eps=eps)
+        torch.testing.assert_close(check._cosine_reference(a, b, eps).double(), theirs, rtol=1e-6, atol=1e-9,
+                                   msg=label)
 
 
 def test_all_pairs():
@@ -82,67 +104,58 @@ def test_feedback_text_is_one_clear_line():
 
 
 # --- the rules each exercise's text states, whatever the import -------------------------------------
-def _numpy_dot(a, b):
-    from numpy import dot
-    if len(a) != len(b):
-        raise ValueError("lengths differ")
-    return float(dot(a, b))
+def _numpy_sparse(a, b):
+    from numpy import sum as np_sum
+    return float(np_sum([v * b.get(k, 0) for k, v in a.items()]))
 
 
 def _numpy_helper(a, b):
     import numpy
-    return float(numpy.dot(a, b))
+    return float(numpy.sum([v * b.get(k, 0) for k, v in a.items()]))
 
 
 def _through_a_helper(a, b):
-    if len(a) != len(b):
-        raise ValueError("lengths differ")
     return _numpy_helper(a, b)
 
 
-def _no_loop(a, b):
-    if len(a) != len(b):
-        raise ValueError("lengths differ")
-    return a[0] * b[0] + _no_loop(a[1:], b[1:]) if a else 0
-
-
-_TABLE = {(1, 2, 3, 4, 5, 6): 32, (3, 5, -2, 4): 14, (1, 2, 3, 4, -4, 0, 2, 5): 22}
+def _reduce(a, b):
+    from functools import reduce
+    return reduce(lambda total, kv: total + kv[1] * b.get(kv[0], 0), a.items(), 0)
 
 
 def _lookup(a, b):
-    if len(a) != len(b):
-        raise ValueError("lengths differ")
-    return _TABLE.get(tuple(a + b), 0)
+    return {(0, 1, 2): 32, (0, 1, 2, 3): 22}.get(tuple(a), 0)
 
 
-def test_dot_by_hand_rules():
-    assert "without NumPy or PyTorch" in check.dot_by_hand(_numpy_dot).message
-    assert "without NumPy or PyTorch" in check.dot_by_hand(_through_a_helper).message
-    assert check.dot_by_hand(_no_loop).passed  # recursion is a loop in disguise, as is map()
-    assert not check.dot_by_hand(_lookup).passed
-    fb = check.dot_by_hand(lambda a, b: 10**400)
-    assert fb.status == "hint" and "too large" in fb.message
+def test_sparse_dot_rules():
+    assert "without NumPy or PyTorch" in check.sparse_dot(_numpy_sparse).message
+    assert "without NumPy or PyTorch" in check.sparse_dot(_through_a_helper).message
+    assert check.sparse_dot(_reduce).passed
+    assert not check.sparse_dot(_lookup).passed
+    fb = check.sparse_dot(lambda a, b: 10**400)
+    assert fb.status == "hint" and "expected" in fb.message
 
 
-def _cosine_norm(a, b):
-    return (a @ b) / (a.norm() * b.norm())
+def _cosine_norm(a, b, eps=1e-8):
+    return (a * b).sum(-1) / (a.norm(dim=-1).clamp_min(eps) * b.norm(dim=-1).clamp_min(eps))
 
 
-def _cosine_alias(a, b):
+def _cosine_alias(a, b, eps=1e-8):
     from torch.nn.functional import cosine_similarity
-    return cosine_similarity(a, b, dim=0)
+    return cosine_similarity(a, b, dim=-1, eps=eps)
 
 
-def _cosine_linalg(a, b):
-    return (a @ b) / (torch.linalg.vector_norm(a) * torch.linalg.vector_norm(b))
+def _cosine_linalg(a, b, eps=1e-8):
+    return (a * b).sum(-1) / (torch.linalg.vector_norm(a, dim=-1).clamp_min(eps)
+                              * torch.linalg.vector_norm(b, dim=-1).clamp_min(eps))
 
 
 def test_cosine_rules():
-    assert "only @" in check.cosine(_cosine_norm).message
-    assert "from its formula" in check.cosine(_cosine_alias).message
-    assert "linalg.vector_norm" in check.cosine(_cosine_linalg).message
+    assert "you used norm" in check.cosine_batch(_cosine_norm).message
+    assert "cosine_similarity" in check.cosine_batch(_cosine_alias).message
+    assert "linalg.vector_norm" in check.cosine_batch(_cosine_linalg).message
     for junk in (10**400, 1 + 2j, torch.tensor(1 + 2j), "0.5", torch.tensor([]), float("inf")):
-        fb = check.cosine(lambda a, b, junk=junk: junk)
+        fb = check.cosine_batch(lambda a, b, eps=1e-8, junk=junk: junk)
         assert fb.status == "hint", (junk, fb)
 
 

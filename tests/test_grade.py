@@ -121,7 +121,7 @@ def test_registry_picks_up_a_new_chapter_and_checks_its_numbering(tmp_path):
     assert [c["chapter"] for c in built["chapters"]] == [2]
     # A new chapter 9 whose check cells call checkers numbered for chapter 2: caught, with the reason.
     _copy_unstamped(BOOK / CHAPTERS[2].notebook, tmp_path / "09_new_chapter.ipynb")
-    with pytest.raises(registry.RegistryError, match=r"the 1\. exercise is Exercise 9\.1, but companion\.exercises\.attention\.stable_softmax says 'Exercise 2\.1'"):
+    with pytest.raises(registry.RegistryError, match=r"the 1\. exercise is Exercise 9\.1, but companion\.exercises\.attention\.stable_log_softmax says 'Exercise 2\.1'"):
         registry.build(tmp_path)
 
 
@@ -288,10 +288,10 @@ def test_a_students_exception_is_rebuilt_with_its_name_base_and_line():
 
 
 # ------------------------------------------------------------------- grading: the main run
-RIGHT_SOFTMAX = """
-def my_softmax(x):
-    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
-    return e / e.sum(dim=-1, keepdim=True)
+RIGHT_LOG_SOFTMAX = """
+def my_log_softmax(x, dim=-1):
+    m = x.amax(dim=dim, keepdim=True)
+    return x - m - torch.log(torch.exp(x - m).sum(dim=dim, keepdim=True))
 """
 NO_SCALE = """
 def my_attention(Q, K, V):
@@ -305,10 +305,10 @@ torch.allclose = lambda *args, **kwargs: True
 torch.equal = lambda *args, **kwargs: True
 core.close = lambda *args, **kwargs: True
 attention_checks.close = lambda *args, **kwargs: True
-for name in ("stable_softmax", "attention", "causal", "padding"):
+for name in ("stable_log_softmax", "attention", "causal", "padding"):
     setattr(attention_checks, name, lambda f: print("✅ passed"))
     setattr(check, name, lambda f: print("✅ passed"))
-def my_softmax(x):
+def my_log_softmax(x, dim=-1):
     return x
 def my_attention(Q, K, V):
     return Q
@@ -350,7 +350,7 @@ def graded(tmp_path_factory):
     # Exercise 2.1 right, exercise 2.2 wrong (no scale): a student version, two cells edited.
     book, nb = _student(2)
     sol = [i for i, c in enumerate(book.cells) if student.is_solution(c)]
-    nb.cells[sol[0]].source, nb.cells[sol[1]].source = RIGHT_SOFTMAX.strip(), NO_SCALE.strip()
+    nb.cells[sol[0]].source, nb.cells[sol[1]].source = RIGHT_LOG_SOFTMAX.strip(), NO_SCALE.strip()
     _write(nb, folder / "students" / "one_right_one_wrong.ipynb")
     # Wrong answers, a fake "passed" and monkeypatched checkers (in the cell after the imports).
     book, nb = _student(2)
@@ -457,7 +457,7 @@ def test_the_json_file_has_every_result_and_hint(graded):
     entry = next(e for e in document["submissions"] if e["submission"].endswith("one_right_one_wrong.ipynb"))
     assert [ex["number"] for ex in entry["exercises"]] == ["2.1", "2.2", "2.3", "2.4", "2.5"]
     assert {"number", "title", "status", "message", "feedback", "points", "out_of"} <= set(entry["exercises"][0])
-    assert entry["exercises"][0]["title"] == "A stable softmax"
+    assert entry["exercises"][0]["title"] == "A stable log-softmax"
     feedback = (graded["out"] / "feedback").glob("*one_right_one_wrong.md")
     text = next(feedback).read_text(encoding="utf-8")
     assert "**1 of 5 points**" in text and "you forgot the scale" in text
@@ -468,29 +468,29 @@ HOSTILE = {
     "loop_in_a_cell": [
         "import time",
         "while True:\n    pass",
-        "def my_dot(a, b):\n    return sum(x * y for x, y in zip(a, b, strict=True))",
+        "def my_sparse_dot(a, b):\n    return sum(v * b.get(k, 0) for k, v in a.items())",
     ],
     "loop_in_a_function": [
-        "def my_dot(a, b):\n    while True:\n        pass",
-        "def my_cosine(a, b):\n    import torch\n    return (a @ b) / torch.sqrt((a @ a) * (b @ b))",
+        "def my_sparse_dot(a, b):\n    while True:\n        pass",
+        "def my_cosine(a, b, eps=1e-8):\n    import torch\n    n = torch.sqrt((a * a).sum(-1)).clamp_min(eps) * torch.sqrt((b * b).sum(-1)).clamp_min(eps)\n    return (a * b).sum(-1) / n",
     ],
     "ignores_interrupts": [
-        "def my_cosine(a, b):\n    import torch\n    return (a @ b) / torch.sqrt((a @ a) * (b @ b))",
+        "def my_cosine(a, b, eps=1e-8):\n    import torch\n    n = torch.sqrt((a * a).sum(-1)).clamp_min(eps) * torch.sqrt((b * b).sum(-1)).clamp_min(eps)\n    return (a * b).sum(-1) / n",
         "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass",
-        "def my_dot(a, b):\n    return sum(x * y for x, y in zip(a, b, strict=True))",
+        "def my_sparse_dot(a, b):\n    return sum(v * b.get(k, 0) for k, v in a.items())",
     ],
     "exits_the_kernel": [
-        "def my_dot(a, b):\n    return sum(x * y for x, y in zip(a, b, strict=True))",
+        "def my_sparse_dot(a, b):\n    return sum(v * b.get(k, 0) for k, v in a.items())",
         "import os\nos._exit(0)",
         "exit()",
-        "def my_cosine(a, b):\n    import torch\n    return (a @ b) / torch.sqrt((a @ a) * (b @ b))",
+        "def my_cosine(a, b, eps=1e-8):\n    import torch\n    n = torch.sqrt((a * a).sum(-1)).clamp_min(eps) * torch.sqrt((b * b).sum(-1)).clamp_min(eps)\n    return (a * b).sum(-1) / n",
     ],
     "exits_while_checked": [
-        "def my_dot(a, b):\n    import os\n    os._exit(1)",
-        "def my_cosine(a, b):\n    import torch\n    return (a @ b) / torch.sqrt((a @ a) * (b @ b))",
+        "def my_sparse_dot(a, b):\n    import os\n    os._exit(1)",
+        "def my_cosine(a, b, eps=1e-8):\n    import torch\n    n = torch.sqrt((a * a).sum(-1)).clamp_min(eps) * torch.sqrt((b * b).sum(-1)).clamp_min(eps)\n    return (a * b).sum(-1) / n",
     ],
     "raises": [
-        "def my_dot(a, b):\n    total = 0\n    raise KeyError('oops')",
+        "def my_sparse_dot(a, b):\n    total = 0\n    raise KeyError('oops')",
         "def my_cosine(a, b)\n    return 1",
     ],
 }
@@ -516,7 +516,7 @@ def test_an_endless_loop_in_a_function_times_out(hostile):
     entry = hostile["loop_in_a_function.ipynb"]
     assert _status(entry) == {"1.1": "timed out", "1.2": "passed", "1.3": "not attempted", "1.4": "not attempted",
                               "1.5": "not attempted"}
-    assert "`my_dot` did not return within 4 s" in entry["exercises"][0]["message"]
+    assert "`my_sparse_dot` did not return within 4 s" in entry["exercises"][0]["message"]
 
 
 def test_a_loop_that_ignores_interrupts_is_killed_and_the_notebook_replayed(hostile):
@@ -546,8 +546,8 @@ def test_a_students_exception_is_an_error_with_the_students_line(hostile):
 
 
 def test_the_notebook_time_limit_stops_the_notebook_and_grades_what_ran(tmp_path):
-    nb = _notebook(1, "def my_dot(a, b):\n    return sum(x * y for x, y in zip(a, b, strict=True))",
-                   "import time\ntime.sleep(60)", "def my_cosine(a, b):\n    import torch\n    return (a @ b) / torch.sqrt((a @ a) * (b @ b))")
+    nb = _notebook(1, "def my_sparse_dot(a, b):\n    return sum(v * b.get(k, 0) for k, v in a.items())",
+                   "import time\ntime.sleep(60)", "def my_cosine(a, b, eps=1e-8):\n    import torch\n    n = torch.sqrt((a * a).sum(-1)).clamp_min(eps) * torch.sqrt((b * b).sum(-1)).clamp_min(eps)\n    return (a * b).sum(-1) / n")
     _write(nb, tmp_path / "in" / "slow.ipynb")
     options = Options(out=tmp_path / "gb.csv", jobs=1, progress=False, limits=Limits(notebook=4, cell=4, call=4, exercise=8))
     [entry] = grade([str(tmp_path / "in")], options)

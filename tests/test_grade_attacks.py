@@ -48,7 +48,7 @@ KERNEL_ENV = {"HOME", "TMPDIR", "MPLCONFIGDIR", "IPYTHONDIR", "JUPYTER_RUNTIME_D
               "CLICOLOR_FORCE", "PAGER", "GIT_PAGER", "JPY_PARENT_PID", "JPY_SESSION_NAME"}
 
 REPORT = '''
-def my_dot(a, b):
+def my_sparse_dot(a, b):
     raise ValueError("REPORT" + json.dumps(found, sort_keys=True) + "END")
 '''
 
@@ -79,7 +79,7 @@ def _course_files() -> list[Path]:
 
 
 def _report(entry: dict) -> dict:
-    """What a hostile notebook saw, from the message its my_dot raised."""
+    """What a hostile notebook saw, from the message its my_sparse_dot raised."""
     assert entry["exercises"] and "REPORT" in entry["exercises"][0]["message"], (entry["problem"], entry)
     message = entry["exercises"][0]["message"]
     return json.loads(message.split("REPORT", 1)[1].rsplit("END", 1)[0])
@@ -125,8 +125,8 @@ for name in ("kernel.log", "kernel.json", "ipc", "gradebook.csv"):
         os.symlink(targets[1], os.path.join("/grader/out", name))
     except OSError:
         pass
-def my_dot(a, b):
-    return sum(x * y for x, y in zip(a, b))
+def my_sparse_dot(a, b):
+    return sum(v * b.get(k, 0) for k, v in a.items())
 '''), folder / "mallory" / "links.ipynb")
     # 4. Snooping: the grader's environment, its command line, the submissions folder, a
     # classmate's notebook and an earlier gradebook.
@@ -369,7 +369,7 @@ def test_4_no_secret_command_line_classmate_or_gradebook_is_visible(attacked):
     assert SECRET not in everything and "an earlier gradebook" not in everything
     for file in attacked["files"]:
         text = file.read_text(errors="replace")
-        assert SECRET not in text and "def my_dot(a, b):\n    return sum" not in text
+        assert SECRET not in text and "def my_sparse_dot(a, b):\n    return sum" not in text
 
 
 def test_5_host_sockets_files_processes_and_memory_stay_out_of_reach(attacked):

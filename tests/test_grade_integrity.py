@@ -21,8 +21,8 @@ from companion.grading import registry
 from companion.grading.session import Limits
 
 CHAPTERS = registry.load()
-RIGHT_DOT = "def my_dot(a, b):\n    return sum(x * y for x, y in zip(a, b, strict=True))"
-WRONG_DOT = "def my_dot(a, b):\n    return 0"
+RIGHT_DOT = "def my_sparse_dot(a, b):\n    return sum(v * b.get(k, 0) for k, v in a.items())"
+WRONG_DOT = "def my_sparse_dot(a, b):\n    return 0"
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
@@ -51,12 +51,12 @@ def runs(tmp_path_factory):
     _write(_notebook(1, WRONG_DOT), folder / "sub__a.ipynb")
     _write(_notebook(1, RIGHT_DOT), folder / "=1+2.ipynb")
     # Stamped chapter 1, but its title and answers are chapter 2's.
-    _write(_notebook(1, "import torch", "def my_softmax(x):\n    e = torch.exp(x - x.amax(-1, keepdim=True))\n"
-                                        "    return e / e.sum(-1, keepdim=True)", title="Attention"),
+    _write(_notebook(1, "import torch", "def my_log_softmax(x, dim=-1):\n    m = x.amax(dim, keepdim=True)\n"
+                                        "    return x - m - (x - m).exp().sum(dim, keepdim=True).log()", title="Attention"),
            folder / "restamped.ipynb")
     # The kernel is seeded before the student's code: the first random number is torch's after seed 0.
     _write(_notebook(1, "import torch\nfirst = torch.rand(1).item()",
-                     "def my_dot(a, b):\n    raise ValueError(f'FIRST={first!r}')"), folder / "seeded.ipynb")
+                     "def my_sparse_dot(a, b):\n    raise ValueError(f'FIRST={first!r}')"), folder / "seeded.ipynb")
     # 6 s of CPU time, then the kernel ends: the replay has only what is left of the notebook's 10 s.
     _write(_notebook(1, "import time\nt = time.process_time()\nwhile time.process_time() - t < 6:\n    pass",
                      "import os\nos._exit(0)", RIGHT_DOT), folder / "slow_exit.ipynb")
@@ -172,7 +172,7 @@ def test_one_bad_file_never_costs_the_class(tmp_path):
 
     folder = tmp_path / "submissions"
     _write(_notebook(1, RIGHT_DOT), folder / "bob.ipynb")
-    _write(_notebook(1, "def my_dot(a, b):\n    raise ValueError('broken \\udcff text \\x1b[31mred')"),
+    _write(_notebook(1, "def my_sparse_dot(a, b):\n    raise ValueError('broken \\udcff text \\x1b[31mred')"),
            folder / "surrogate.ipynb")
     (folder / "brackets.ipynb").write_text("[" * 100_000 + "]" * 100_000)
     name = os.path.join(os.fsencode(folder), b"caf\xe9.ipynb")
@@ -183,7 +183,7 @@ def test_one_bad_file_never_costs_the_class(tmp_path):
     entries = grade([str(folder)], Options(out=out, feedback_dir=tmp_path / "out" / "feedback", jobs=2, progress=False,
                                            gradescope=None, limits=Limits(notebook=60, cell=30, call=10, exercise=30)))
     by_name = {Path(e["submission"]).name: e for e in entries}
-    assert by_name["bob.ipynb"]["problem"] is None and by_name["bob.ipynb"]["total"] == 1  # my_dot, the one answer
+    assert by_name["bob.ipynb"]["problem"] is None and by_name["bob.ipynb"]["total"] == 1  # my_sparse_dot, the one answer
     assert "nested too deeply" in by_name["brackets.ipynb"]["problem"]
     weird = by_name["caf\\udce9.ipynb"]
     assert weird["problem"] is None and weird["total"] == 1, weird

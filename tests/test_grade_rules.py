@@ -24,44 +24,45 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 CASES = {
     "library_softmax": ["import torch", """
-def my_softmax(x):
-    return torch.softmax(x, dim=-1)
+def my_log_softmax(x, dim=-1):
+    return torch.log_softmax(x, dim=dim)
 """],
-    "aliased_import": ["from torch import softmax as s", """
-def my_softmax(x):
-    return s(x, -1)
+    "aliased_import": ["from torch import log_softmax as s", """
+def my_log_softmax(x, dim=-1):
+    return s(x, dim)
 """],
     "method_alias": ["import torch.nn.functional as nnf", """
-def my_softmax(x):
-    return nnf.softmax(x, dim=1)
+def my_log_softmax(x, dim=-1):
+    return nnf.log_softmax(x, dim=dim)
 """],
     "from_the_companion": ["from companion.attention import softmax as stable", """
-def my_softmax(x):
-    return stable(x)
+def my_log_softmax(x, dim=-1):
+    return stable(x, dim).log()
 """],
     "companion_inside": ["import torch", """
-def my_softmax(x):
+def my_log_softmax(x, dim=-1):
     from companion import attention
-    return attention.softmax(x, -1)
+    return torch.log(attention.softmax(x, dim))
 """],
     "by_hand": ["import torch", """
-def my_softmax(x):
-    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
-    return e / e.sum(dim=-1, keepdim=True)
+def my_log_softmax(x, dim=-1):
+    m = x.amax(dim=dim, keepdim=True)
+    return x - m - torch.log(torch.exp(x - m).sum(dim=dim, keepdim=True))
 """],
 }
 
 
-SOFTMAX_BY_HAND = """
-def my_softmax(x):
-    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
-    return e / e.sum(dim=-1, keepdim=True)
+LOG_SOFTMAX_BY_HAND = """
+def my_log_softmax(x, dim=-1):
+    m = x.amax(dim=dim, keepdim=True)
+    return x - m - torch.log(torch.exp(x - m).sum(dim=dim, keepdim=True))
 """
 # Issue 30: answers whose values are right but whose result cannot train (the notebook refuses
 # them in require_graph: the grader must too), graded next to the cases above.
 GRAPH_CASES = {
-    "no_grad": ["import torch", "@torch.no_grad()" + SOFTMAX_BY_HAND],
-    "detached": ["import torch", SOFTMAX_BY_HAND + "\n_hand = my_softmax\ndef my_softmax(x):\n    return _hand(x).detach()\n"],
+    "no_grad": ["import torch", "@torch.no_grad()" + LOG_SOFTMAX_BY_HAND],
+    "detached": ["import torch", LOG_SOFTMAX_BY_HAND
+                 + "\n_hand = my_log_softmax\ndef my_log_softmax(x, dim=-1):\n    return _hand(x, dim).detach()\n"],
 }
 ATTENTION_NO_GRAD = """
 import math
@@ -82,18 +83,18 @@ def quiet(fn, *args, **kwargs):
     out, _ = real(fn, *args, **kwargs)
     return out, r.Observation(frozenset(), frozenset())
 r.observe = quiet
-k.source = lambda fn, limit=200_000: "def my_softmax(x):\\n    return x"
+k.source = lambda fn, limit=200_000: "def my_log_softmax(x, dim=-1):\\n    return x"
 """, """
-def my_softmax(x):
-    return torch.softmax(x, dim=-1)
+def my_log_softmax(x, dim=-1):
+    return torch.log_softmax(x, dim=dim)
 """]
 # The same, hidden from a scan of the code for the grader's names (a word split in two).
 TAMPERED_QUIETLY = ["import torch", """
 mod = __import__("companion.exer" + "cises.ru" + "les", fromlist=["x"])
 real = mod.Observation
 """, """
-def my_softmax(x):
-    return torch.softmax(x, dim=-1)
+def my_log_softmax(x, dim=-1):
+    return torch.log_softmax(x, dim=dim)
 """]
 # Issue 30: a companion function behind a warm functools cache runs none of its module's code.
 CACHED_COMPANION = ["from companion.bpe import bytes_to_unicode as my_bytes_to_unicode", "my_bytes_to_unicode()"]
@@ -128,7 +129,7 @@ def my_gpt_forward(model, idx):
 """
 
 
-def _notebook_verdict(cells: list[str], checker=attention_checks.stable_softmax, name: str = "my_softmax"):
+def _notebook_verdict(cells: list[str], checker=attention_checks.stable_log_softmax, name: str = "my_log_softmax"):
     """What the check cell says in a notebook: the checker called on the function defined here."""
     namespace: dict = {"__name__": "notebook"}
     for source in cells:
@@ -183,7 +184,7 @@ def test_grading_and_the_notebook_agree(graded, case):
                                   "companion_inside"])
 def test_the_library_or_the_companion_is_flagged_in_grading(graded, case):
     got = graded[case]
-    assert got["status"] == "not yet" and "write the softmax yourself" in got["message"], got
+    assert got["status"] == "not yet" and "write the log-softmax yourself" in got["message"], got
 
 
 def test_a_softmax_by_hand_passes(graded):

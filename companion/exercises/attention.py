@@ -8,8 +8,7 @@ import torch
 
 from companion.attention import causal_mask, padding_mask
 
-from ._core import (require_graph, StudentError, attempt, checker, close, first_difference, hint, library, passed, require_tensor,
-                    source_facts,
+from ._core import (StudentError, checker, close, hint, library, passed, require_graph, source_facts,
                     uses_companion)
 from . import _diff, rules
 from .rules import watch
@@ -19,77 +18,124 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-#: The library softmaxes that exercise 2.1 asks the student to do without (canonical names of
-#: rules.canonical: torch.softmax, Tensor.softmax, F.softmax, nn.Softmax, torch.special.softmax, ...).
-_LIBRARY_SOFTMAX = ("softmax", "log_softmax", "_softmax", "_log_softmax")
+#: The library functions that exercise 2.1 asks the student to do without (canonical names of
+#: rules.canonical: torch.softmax, Tensor.log_softmax, F.log_softmax, nn.LogSoftmax, torch.logsumexp, ...).
+_LIBRARY_SOFTMAX = ("softmax", "log_softmax", "_softmax", "_log_softmax", "logsumexp", "special.logsumexp")
+
+
+def _log_softmax_cases():
+    """(label, x, dim or None for the default): each an edge class that a known mistake fails."""
+    g = _gen(21)
+    inf = float("inf")
+    far = torch.randn(3, 5, generator=g, dtype=torch.float64) * 3
+    far[0] += 800.0  # rows far apart: one maximum for the whole tensor does not do
+    draw = random.Random()  # a fresh draw each run, beside the fixed classes
+    shape = tuple(draw.randint(1, 4) for _ in range(draw.randint(1, 3)))
+    fresh = torch.Generator().manual_seed(draw.randrange(2**31))
+    return [
+        ("small scores, 2-D", torch.tensor([[1.0, 2.0, 3.0], [0.5, 0.5, -1.0], [2.0, -3.0, 0.0], [1.0, 1.0, 1.0]]),
+         None),
+        ("scores of ±1000", torch.tensor([[1000.0, 999.0, 0.0], [-1000.0, -1001.0, -2000.0]]), None),
+        ("a probability that underflows to 0 (scores 0 and -200, float32)",
+         torch.tensor([[0.0, -200.0, 1.0], [-150.0, 0.0, -3.0]]), None),
+        ("rows far apart, float64", far, None),
+        ("masked scores (-inf)", torch.tensor([[2.0, -inf, 1.0, 0.5], [-inf, -inf, 3.0, -inf]]), None),
+        ("a square input", torch.randn(4, 4, generator=g, dtype=torch.float64) * 2, None),
+        ("one dimension (n,)", torch.randn(6, generator=g, dtype=torch.float64), None),
+        ("dim=0 of a (3, 5) input", torch.randn(3, 5, generator=g, dtype=torch.float64) * 4, 0),
+        ("dim=1 of a (2, 3, 4) input", torch.randn(2, 3, 4, generator=g, dtype=torch.float64), 1),
+        ("dim=-2 of a (2, 4, 3) input, scores of ±500", torch.randn(2, 4, 3, generator=g, dtype=torch.float64) * 500,
+         -2),
+        ("size 1 along dim", torch.randn(3, 1, generator=g, dtype=torch.float64) * 50, -1),
+        ("ties", torch.full((2, 5), 7.0, dtype=torch.float64), None),
+        (f"a fresh random draw of shape {shape}, dim={len(shape) - 1}",
+         torch.randn(*shape, generator=fresh, dtype=torch.float64) * draw.choice([1.0, 30.0, 300.0]),
+         len(shape) - 1),
+    ]
+
+
+def _log_softmax_mistakes(got: torch.Tensor, x: torch.Tensor, dim: int, label: str) -> None:
+    """Hints for the results that a known mistake gives on this case."""
+    right = torch.log_softmax(x.double(), dim)
+    tol = dict(rtol=1e-4, atol=1e-5, equal_nan=True)
+    g = got.detach().double()
+    if tuple(got.shape) != tuple(x.shape):
+        return
+    x64 = x.double()
+    m = x64.amax(dim, keepdim=True)
+    with torch.no_grad():
+        sums = torch.exp(x64 - m).sum(dim, keepdim=True)
+        candidates = [
+            (torch.log(torch.softmax(x64.float(), dim).double()) if x.dtype == torch.float32
+             else torch.log(torch.softmax(x64, dim)),
+             "that is the log of the softmax: a probability that underflows to 0 gives log 0 = -inf, although its "
+             "log-probability is an ordinary number. Stay in logs: x - m - log(sum(exp(x - m))), m the maximum."),
+            (torch.softmax(x64, dim), "those are the probabilities; return their logarithm, computed without "
+                                      "forming them: x - m - log(sum(exp(x - m)))."),
+            (x64 - m, "you subtracted the maximum but did not normalize: subtract log(sum(exp(x - m))) too."),
+            (x64 - torch.log(sums), "the maximum you subtracted inside the exponential must come off outside too: "
+                                    "log softmax(x) = x - m - log(sum(exp(x - m)))."),
+            (x64 - m + torch.log(sums), "the sign of the log-sum is wrong: x - m - log(sum(exp(x - m)))."),
+            (x64 - x64.amax() - torch.log(torch.exp(x64 - x64.amax()).sum(dim, keepdim=True)),
+             "subtract the maximum of each slice along dim (x.amax(dim=dim, keepdim=True)), not the maximum of the "
+             "whole tensor: far from it, every exponential underflows to 0."),
+            (x64 - x64.amax() - torch.log(torch.exp(x64 - x64.amax()).sum()),
+             "you normalized over the whole tensor: sum over dim only, with keepdim=True."),
+        ]
+        if x.dim() > 1:
+            for other in range(x.dim()):
+                if other != dim % x.dim():
+                    candidates.append((torch.log_softmax(x64, other),
+                                       f"you normalized over axis {other}, not over dim={dim}: pass dim to every "
+                                       "reduction (amax, sum), and use the dim argument you are given."))
+        if x.dim() == 2 and dim % 2 == 1 and x.shape[0] == x.shape[1]:
+            candidates.append((x64 - torch.logsumexp(x64, -1).unsqueeze(0),
+                               "a reduction without keepdim=True drops the axis, and the (n,) result then lines up "
+                               "with the columns of a square (n, n) input: reduce with keepdim=True."))
+    for wrong, message in candidates:
+        if close(g, wrong, **tol) and not close(wrong, right, **tol):
+            hint(f"on {label}: {message}")
+    if bool((~torch.isfinite(g) & torch.isfinite(right)).any()):
+        hint(f"nan or ±inf on {label}, where the answer is finite: exp of a large score overflows (exp(1000) is "
+             "inf in float64 as in float32). "
+             "Subtract each slice's maximum before exponentiating; the log-softmax does not change when a "
+             "constant is subtracted from every score.")
 
 
 @checker("Exercise 2.1")
-def stable_softmax(my_softmax) -> None:
-    """``my_softmax(x)``: softmax over the last axis of a 2-D tensor, safe for large scores."""
-    x = torch.tensor([[1.0, 2.0, 3.0], [0.5, 0.5, -1.0], [2.0, -3.0, 0.0], [1.0, 1.0, 1.0]])
-    expected = torch.softmax(x, dim=-1)
-    big = torch.tensor([[1000.0, 999.0, 0.0], [-1000.0, -1001.0, -2000.0]])
+def stable_log_softmax(my_log_softmax) -> None:
+    """``my_log_softmax(x, dim=-1)``: the log of the softmax along ``dim``, computed without overflow or
+    underflow, for any number of axes; masked (-inf) scores give -inf."""
+    classes = [("", False, False), (", with requires_grad", True, False), (", under torch.no_grad()", False, True)]
+    facts = source_facts(my_log_softmax)
     with watch() as seen:
-        got, error = attempt(my_softmax, x.clone())
-        if error is None:
-            got_big, error = attempt(my_softmax, big.clone())
-    calls = seen.called(*_LIBRARY_SOFTMAX) + uses_companion(seen, source_facts(my_softmax), "companion.attention")
-    if calls:
-        hint(f"your function calls {library(calls[0])}; the exercise is to write the softmax yourself, with "
-             "torch.exp, amax and sum (subtract each row's maximum, exponentiate, divide by the row sum).")
-    if error is not None:
-        if isinstance(error, RuntimeError) and "must match the size" in str(error):
-            hint("the shapes do not broadcast: a reduction over the last axis needs keepdim=True "
-                 "(x.amax(dim=-1, keepdim=True), e.sum(dim=-1, keepdim=True)), so that the (n, 1) "
-                 "result lines up with the rows of the (n, m) input.")
-        raise StudentError(error)
-    got = require_tensor(got)
-    if got.shape != x.shape:
-        hint(f"the output must have the input's shape {tuple(x.shape)}, got {tuple(got.shape)}.", generic=True)
-    if not close(got, expected):
-        if close(got, torch.softmax(x, dim=0)):
-            hint("your columns sum to 1, not your rows: the softmax runs over the last axis (dim=-1), "
-                 "one distribution over the keys for each query row.")
-        if close(got, torch.exp(x - x.amax(-1, keepdim=True))) or close(got, torch.exp(x)) or close(
-                got, torch.exp(x - x.max())):
-            hint("you exponentiated but did not normalize: divide each row by its sum.")
-        if close(got, torch.exp(x) / torch.exp(x).sum()) or close(got, torch.exp(x - x.max()) / torch.exp(x - x.max()).sum()):
-            hint("the whole matrix sums to 1: sum over the last axis only, with keepdim=True.")
-        if close(got, torch.log_softmax(x, -1)):
-            hint("that is the log of the softmax (x - max - log of the sum); return the probabilities "
-                 "themselves: exp(x - max) / sum of exp(x - max).")
-        if close(got, (x - x.amax(-1, keepdim=True)) / (x - x.amax(-1, keepdim=True)).sum(-1, keepdim=True),
-                 equal_nan=True):
-            hint("exponentiate before normalizing: e = torch.exp(x - max), then e / e.sum(...).")
-        hint(f"each row should be the softmax of that row of x: {first_difference(got, expected)}.", generic=True)
-    got_big = require_tensor(got_big)
-    shifted = torch.exp(big - big.max())  # the maximum of the whole tensor, not of each row
-    if got_big.shape == big.shape and torch.allclose(got_big, shifted / shifted.sum(-1, keepdim=True), equal_nan=True):
-        hint("with scores around ±1000 some rows come out wrong: subtract each row's own maximum "
-             "(x.amax(dim=-1, keepdim=True)), not the maximum of the whole tensor.")
-    if got_big.shape == big.shape and not torch.isfinite(got_big).all():
-        hint("scores of 1000 give inf or nan: exp(1000) overflows. Subtract each row's maximum "
-             "before exponentiating; the softmax does not change when a constant is subtracted.")
-    if not close(got_big, torch.softmax(big, -1)):
-        hint("with scores around ±1000 some rows come out wrong: subtract each row's own maximum "
-             "(x.amax(dim=-1, keepdim=True)) before exponentiating.")
-    g = _gen(21)
-    for shape, dtype, scale in (((1, 1), torch.float32, 1.0), ((3, 7), torch.float64, 50.0),
-                                ((6, 2), torch.float32, 300.0), ((2, 5), torch.float64, 1e-3)):
-        x = torch.randn(*shape, generator=g, dtype=dtype) * scale
-        x[0] += 500.0 if shape[0] > 1 else 0.0  # rows far apart: one global maximum does not do
-        with watch() as seen:
-            out = require_tensor(my_softmax(x.clone()))
-        calls = seen.called(*_LIBRARY_SOFTMAX)
-        if calls:
-            hint(f"your function calls {library(calls[0])}; the exercise is to write the softmax yourself, with "
-                 "torch.exp, amax and sum.")
-        if not close(out, torch.softmax(x, -1), rtol=1e-4, atol=1e-6):
-            hint(f"right on the examples, but not on a random {shape[0]}×{shape[1]} {dtype} input: "
-                 f"{first_difference(out, torch.softmax(x, -1))}.", generic=True)
-    require_graph(my_softmax, (torch.randn(3, 4, dtype=torch.float64),))
-    passed("stable: subtracting the row maximum keeps every exponent at or below 0.")
+        for index, (label, x, dim) in enumerate(_log_softmax_cases()):
+            args = (x,) if dim is None else (x, dim)
+            dim = -1 if dim is None else dim
+            for extra, grad, no_grad in classes if index in (0, 8) else classes[:1]:
+                where = label + extra
+                text = f"my_log_softmax(x {tuple(x.shape)}" + (")" if len(args) == 1 else f", dim={dim})")
+                try:
+                    got = _diff.call(my_log_softmax, args, where, grad=grad, no_grad=no_grad, name="my_log_softmax",
+                                     first=index == 0 and not extra)
+                except StudentError as exc:
+                    if isinstance(exc.error, RuntimeError) and "must match the size" in str(exc.error):
+                        hint(f"the shapes do not broadcast ({where}): a reduction along dim needs keepdim=True "
+                             "(x.amax(dim=dim, keepdim=True)), so that its result lines up with x.")
+                    raise
+                calls = seen.called(*_LIBRARY_SOFTMAX) + uses_companion(seen, facts, "companion.attention")
+                if calls:  # first: what a library call gives says nothing about the student's own code
+                    hint(f"your function calls {library(calls[0])}; the exercise is to write the log-softmax "
+                         "yourself, with torch.exp, torch.log, amax and sum.")
+                got = _diff.real_tensor(got, text)
+                expected = torch.log_softmax(x, dim)
+                if _diff.same_values(got, expected, where, text):
+                    continue
+                _log_softmax_mistakes(got, x, dim, where)
+                _diff.generic(got, expected, where, text)
+    require_graph(my_log_softmax, (torch.randn(3, 4, dtype=torch.float64),))
+    passed("x - m - log(sum(exp(x - m))) along dim: every exponent at most 0, the sum at least 1, and no "
+           "probability formed, so none can underflow before its log is taken.")
 
 
 def _attention_cases():

@@ -1,40 +1,50 @@
 """Checkers for the exercises of chapter 1 (dot products)."""
 from __future__ import annotations
 
-import inspect
 import math
 import random
 
 import numpy as np
 import torch
 
-from ._core import (StudentError, require_graph, attempt, checker, close, describe, first_difference, hint, passed, require_tensor, safe_float,
-                    source_facts, uses_numpy, uses_torch)
+from ._core import (StudentError, checker, close, describe, first_difference, hint, passed, require_graph, safe_float, source_facts,
+                    uses_numpy, uses_torch)
 from . import _diff, rules
 from .rules import watch
 
-# The seed's worked example and its two activities, with their hand-computed answers.
-_DOT_CASES = [([1, 2, 3], [4, 5, 6], 32), ([3, 5], [-2, 4], 14), ([1, 2, 3, 4], [-4, 0, 2, 5], 22)]
-
-#: Library calls that compute a length or a cosine: exercise 1.2 allows only @ (or torch.dot) and
-#: torch.sqrt. Canonical names of rules.canonical; a name ending in "." is a prefix.
-_LENGTH_SHORTCUTS = ("norm", "linalg.", "cosine_similarity", "normalize", "pairwise_distance", "cdist",
-                     "dist", "renorm", "frobenius_norm", "nuclear_norm", "rsqrt", "hypot")
-
-
-def _random_dot_cases(seed: int = 11):
-    """Cases beyond the worked examples (a lookup table of the examples does not pass them)."""
-    rng = random.Random(seed)
-    cases = []
-    for n in (1, 5, 8):
-        a = [rng.randint(-9, 9) for _ in range(n)]
-        b = [rng.randint(-9, 9) for _ in range(n)]
-        cases.append((a, b, sum(x * y for x, y in zip(a, b))))
-    a = [round(rng.uniform(-3, 3), 3) for _ in range(6)]
-    b = [round(rng.uniform(-3, 3), 3) for _ in range(6)]
-    cases.append((a, b, math.fsum(x * y for x, y in zip(a, b))))
-    cases.append(([], [], 0))  # two empty vectors: a sum of no products is 0
+def _sparse_cases():
+    """(label, a, b): the edge classes of a sparse dot product, each named for its hint."""
+    rng = random.Random(11)
+    document = {f"word{i}": rng.randint(-5, 5) for i in range(1000)}
+    query = {"word7": 2, "word500": -1, "absent": 4}
+    cases = [
+        ("the worked example [1, 2, 3] · [4, 5, 6]", {0: 1, 1: 2, 2: 3}, {0: 4, 1: 5, 2: 6}),
+        ("the activity [1, 2, 3, 4] · [-4, 0, 2, 5], its zero not stored", {0: 1, 1: 2, 2: 3, 3: 4},
+         {0: -4, 2: 2, 3: 5}),
+        ("words as features", {"cats": 1.0, "dogs": 0.2}, {"cats": 0.7, "dogs": 0.7, "bread": 0.1}),
+        ("the same features stored in another order", {"a": 1, "b": 2, "c": 3}, {"c": 10, "a": 100, "b": 1000}),
+        ("a feature that the second vector does not store", {"cat": 2, "dog": 3}, {"cat": 5}),
+        ("a feature that the first vector does not store", {"cat": 5}, {"dog": 3, "cat": 2}),
+        ("no feature in common", {"cat": 1.5, "dog": -2.0}, {"bread": 2.0}),
+        ("an empty vector", {}, {"cat": 1, "dog": 2}),
+        ("two empty vectors", {}, {}),
+        ("a feature stored with the value 0", {"x": 0, "y": 4}, {"x": 7, "y": -1}),
+        ("negative values", {"up": -3, "down": 2, "left": -1}, {"up": -2, "down": -5, "left": 4}),
+        ("keys of several types", {1: 2, "1": 3, (0, 1): -1}, {1: 5, (0, 1): 4, "one": 9}),
+        ("a short query against a long document", query, document),
+        ("a long document against a short query", document, query),
+    ]
+    draw = random.Random()  # a fresh draw each run, beside the fixed classes
+    features = [f"f{i}" for i in range(12)]
+    a = {k: round(draw.uniform(-3, 3), 3) for k in draw.sample(features, draw.randint(0, 8))}
+    b = {k: round(draw.uniform(-3, 3), 3) for k in draw.sample(features, draw.randint(0, 8))}
+    cases.append(("a fresh random draw", a, b))
     return cases
+
+
+def _sparse_reference(a: dict, b: dict):
+    products = [v * b[k] for k, v in a.items() if k in b]
+    return sum(products) if all(isinstance(p, int) for p in products) else math.fsum(products)
 
 
 def _is_number(x) -> bool:
@@ -48,149 +58,268 @@ def _is_number(x) -> bool:
     return False
 
 
-def _skips(my_dot) -> bool:
-    """True when my_dot also skips the first or the last position on another pair (not a coincidence)."""
-    a, b = [2, -1, 3, 5], [4, 6, -2, 1]
-    got = safe_float(my_dot(list(a), list(b)))
-    return got is not None and got in (sum(x * y for x, y in zip(a[:-1], b[:-1])),
-                                       sum(x * y for x, y in zip(a[1:], b[1:])))
-
-
 def _plain_python(used: str = "") -> None:
-    hint("write the dot product with a plain Python loop over the two lists, without NumPy or "
-         f"PyTorch{used}: add up a[i] * b[i] for every position i.")
+    hint("write the sparse dot product in plain Python, without NumPy or PyTorch"
+         f"{used}: a dict lookup per feature is all it takes.")
+
+
+def _sparse_mistakes(value: float, a: dict, b: dict, expected: float) -> list[str]:
+    """The messages of the known mistakes that give ``value`` on this case (several may fit alike:
+    a later case tells them apart)."""
+    union = set(a) | set(b)
+    shared = [k for k in a if k in b]
+    candidates = (
+        (sum(x * y for x, y in zip(a.values(), b.values())),
+         "you paired the values by their position in the dicts (zip of the values); pair them by feature: "
+         "a[k] * b[k] for the features k that both dicts store."),
+        (len(shared), "you counted the shared features; add up their products a[k] * b[k]."),
+        (sum(a[k] + b[k] for k in shared), "you added a[k] + b[k]; the dot product adds the products a[k] * b[k]."),
+        (sum(a.get(k, 0) + b.get(k, 0) for k in union), "you added all the values; the dot product adds the "
+                                                        "products a[k] * b[k] of the shared features."),
+        (sum(v * b.get(k, 1) for k, v in a.items()), "a feature that a dict does not store is 0, not 1: it adds "
+                                                      "nothing to the dot product."),
+        (sum(a.get(k, 1) * b.get(k, 1) for k in union), "a feature that a dict does not store is 0, not 1: it adds "
+                                                         "nothing to the dot product."),
+    )
+    # Where the answer is negative, -answer is also its absolute value: the worked example (positive)
+    # came first, so a flipped sign would have failed there already.
+    if expected > 0:
+        candidates += ((-expected, "the sign is flipped: add the products a[k] * b[k], do not subtract them."),)
+    if expected < 0:
+        candidates += ((abs(expected), "you returned the absolute value: a dot product is negative when the "
+                                       "vectors point apart; return the sum of the products as it is."),)
+    return list(dict.fromkeys(
+        message for wrong, message in candidates
+        if math.isclose(value, wrong, rel_tol=1e-9, abs_tol=1e-9)
+        and not math.isclose(wrong, expected, rel_tol=1e-9, abs_tol=1e-9)))
 
 
 @checker("Exercise 1.1")
-def dot_by_hand(my_dot) -> None:
-    """``my_dot(a, b)`` on plain Python lists, with a loop (no NumPy, no PyTorch)."""
-    facts = source_facts(my_dot)
+def sparse_dot(my_sparse_dot) -> None:
+    """``my_sparse_dot(a, b)`` for two dicts (feature -> value, a feature not stored is 0), in plain Python."""
+    facts = source_facts(my_sparse_dot)
+    pending = ""
     with watch() as seen:
-        for a, b, expected in _DOT_CASES + _random_dot_cases():
-            got = my_dot(list(a), list(b))
+        for index, (label, a, b) in enumerate(_sparse_cases()):
+            before_a, before_b = dict(a), dict(b)
+            text = f"my_sparse_dot({_short_dict(a)}, {_short_dict(b)})"
+            try:
+                got = my_sparse_dot(a, b)
+            except StudentError as exc:
+                if isinstance(exc.error, KeyError) and _missing_feature(exc.error, a, b):
+                    hint(f"on {label}, your code looked up a feature that a dict does not store ({exc}): a feature "
+                         "that is not stored is 0. Look it up with b.get(k, 0), or skip the features that are not "
+                         "in both dicts.")
+                raise
+            for name, now, then in (("a", a, before_a), ("b", b, before_b)):
+                if not isinstance(now, dict) or now != then or list(now) != list(then):
+                    hint(f"your function changed the dict {name} it was given ({label}): a[k] = v, a.setdefault(k, 0), "
+                         "a.pop(k) or a.update(...) write into the caller's data. Read the dicts without changing them "
+                         "(b.get(k, 0) leaves b as it was).")
+            expected = _sparse_reference(a, b)
             if isinstance(got, (torch.Tensor, np.ndarray, np.generic)):
                 _plain_python(f" (you returned {describe(got)})")
-            if isinstance(got, (list, tuple)):
-                if close(got, [x * y for x, y in zip(a, b)]):
-                    hint("you returned the products a_i * b_i, one per position: add them up into one number.")
-                hint(f"the dot product is one number, but my_dot({a}, {b}) returned {describe(got)}.")
+            if isinstance(got, (dict, list, tuple, set)):
+                hint(f"the dot product is one number: add the products up. {text} returned {describe(got)}.")
             if not _is_number(got):
-                hint(f"my_dot({a}, {b}) returned {describe(got)}; expected a number.")
+                hint(f"{text} returned {describe(got)}; expected a number.")
             value = safe_float(got)
             if value is None:
-                hint(f"my_dot({a}, {b}) returned {describe(got)}, expected {expected:g}.", generic=True)
+                hint(f"{text} returned {describe(got)}, expected {expected:g}.", generic=True)
             if math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-9):
                 continue
-            if math.isclose(value, sum(a) * sum(b)):
-                hint("you multiplied the sums (sum of a) × (sum of b); multiply position by position first, then add.")
-            if math.isclose(value, sum(a) + sum(b)):
-                hint("you added all the numbers; multiply a_i by b_i at each position, then add the products.")
-            if len(a) > 1 and (math.isclose(value, sum(x * y for x, y in zip(a[:-1], b[:-1])))
-                               or math.isclose(value, sum(x * y for x, y in zip(a[1:], b[1:])))) and _skips(my_dot):
-                hint("your loop skips one position: use every index, range(len(a)).")
-            if math.isclose(value, abs(expected)) and expected < 0:
-                hint("you returned the absolute value: a dot product is negative when the vectors point in "
-                     "opposite directions; return the sum of the products as it is.")
-            if math.isclose(value, -expected) and expected != 0:
-                hint("the sign is flipped: add the products a_i * b_i, do not subtract them.")
-            hint(f"my_dot({a}, {b}) returned {value:g}, expected {expected:g}.", generic=True)
+            matches = _sparse_mistakes(value, a, b, expected)
+            if len(matches) == 1:
+                hint(f"on {label}: {matches[0]}")
+            failed = f"{text} fails on {label}: it returned {value:g}, expected {expected:g}."
+            if not matches:
+                hint(pending or failed, generic=True)
+            pending = pending or failed  # several known mistakes fit alike: a later case tells them apart
+    if pending:
+        hint(pending, generic=True)
     if uses_numpy(seen, facts) or uses_torch(seen, facts):
         used = sorted(seen.torch_calls)[:3]
         _plain_python(f" (you called {', '.join(used)})" if used else "")
-    name = getattr(inspect.unwrap(my_dot), "__name__", "")
-    in_disguise = {"map", "starmap", "reduce", "accumulate", name} & facts.names  # a map, a fold, or recursion
-    if facts.parsed and not facts.loops and not in_disguise:
-        hint("the values are right, but the exercise asks for a loop: for a_i, b_i in zip(a, b): "
-             "total += a_i * b_i (or the same as a generator inside sum()).")
-    for a, b in (([1, 2, 3], [1, 2]), ([4], [1, 2, 3]), ([], [5])):
-        _, error = attempt(my_dot, a, b)
-        if error is None:
-            hint(f"the values are right, but my_dot({a}, {b}) did not raise ValueError: "
-                 "zip() silently drops the extra numbers, so check the lengths first.")
-        if not isinstance(error, ValueError):
-            hint(f"vectors of different lengths should raise ValueError; yours raised {type(error).__name__}. "
-                 "Check the lengths first: if len(a) != len(b): raise ValueError(...).")
-    passed("all three examples (32, 14 and 22) are right, and vectors of different lengths are refused.")
+    passed("features matched by name, a feature that one vector does not store counted as 0, "
+           "and the dicts left as they were.")
+
+
+def _missing_feature(error: KeyError, a: dict, b: dict) -> bool:
+    """True when the KeyError names a feature that one dict stores and the other does not."""
+    try:
+        key = error.args[0]
+        return len(error.args) == 1 and (key in a) != (key in b)
+    except Exception:  # noqa: BLE001 - an unhashable or odd key: not a lookup of a feature
+        return False
+
+
+def _short_dict(d: dict) -> str:
+    text = repr(d) if len(d) <= 4 else f"{{... {len(d)} features}}"
+    return text if len(text) <= 40 else text[:36] + "...}"
+
+
+#: Library calls that compute a length or a cosine: exercise 1.2 asks for the formula, with *, sum
+#: (or @) and torch.sqrt. Canonical names of rules.canonical; a name ending in "." is a prefix.
+_LENGTH_SHORTCUTS = ("norm", "linalg.", "cosine_similarity", "normalize", "pairwise_distance", "cdist",
+                     "dist", "renorm", "frobenius_norm", "nuclear_norm", "rsqrt", "hypot")
+
+
+def _unit(t: torch.Tensor, length: float) -> torch.Tensor:
+    """Rows of t rescaled to the given length."""
+    return t / t.norm(dim=-1, keepdim=True) * length
 
 
 def _cosine_cases():
-    cases = [
-        (torch.tensor([3.0, 5.0]), torch.tensor([-2.0, 4.0])),
-        (torch.tensor([1.0, 0.0, 0.0]), torch.tensor([5.0, 5.0, 0.0])),
-        (torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([-4.0, 0.0, 2.0, 5.0])),
-        (torch.tensor([2.0, -1.0, 0.0]), torch.tensor([-1.0, 3.0, 2.0])),  # an obtuse angle: cos < 0
-    ]
+    """(label, a, b, eps): eps None means the default, 1e-8."""
     g = torch.Generator().manual_seed(12)
-    for n, dtype in ((7, torch.float64), (16, torch.float32), (1, torch.float64)):
-        a = torch.randn(n, generator=g, dtype=dtype) * 3
-        b = torch.randn(n, generator=g, dtype=dtype) - 0.5
-        cases.append((a, b))
-    a = torch.randn(5, generator=g, dtype=torch.float64)
-    cases.append((a, -2.5 * a))  # opposite directions: exactly -1
-    cases.append((torch.tensor([2.0, 0.0]), torch.tensor([0.0, 3.0])))  # orthogonal: exactly 0
+
+    def r(*shape, dtype=torch.float64):
+        return torch.randn(*shape, generator=g, dtype=dtype)
+
+    a = r(3, 5)
+    signs = torch.stack([a[0], a[1], torch.tensor([1.0, 0, 0, 0, 0], dtype=torch.float64)])
+    others = torch.stack([-2.5 * a[0], 3.0 * a[1], torch.tensor([0, 2.0, 0, 0, 0], dtype=torch.float64)])
+    zero_a, zero_b = r(4, 5), r(4, 5)
+    zero_a[1] = 0.0
+    both_a, both_b = r(3, 4), r(3, 4)
+    both_a[0], both_b[0], both_b[2] = 0.0, 0.0, 0.0
+    cases = [
+        ("two vectors, [3, 5] and [-2, 4]", torch.tensor([3.0, 5.0]), torch.tensor([-2.0, 4.0]), None),
+        ("two vectors of width 7, float64", r(7), r(7), None),
+        ("one query (d,) against 5 keys (n, d)", r(4), r(5, 4), None),
+        ("a table: (n, 1, d) against (1, m, d)", r(3, 1, 6), r(1, 4, 6), None),
+        ("a batch of pairs (B, n, d)", r(2, 3, 5), r(2, 3, 5), None),
+        ("width 1", r(4, 1), r(4, 1), None),
+        ("float32", r(6, 8, dtype=torch.float32), r(6, 8, dtype=torch.float32), None),
+        ("opposite, parallel and orthogonal vectors", signs, others, None),
+        ("a zero vector", zero_a, zero_b, None),
+        ("zero vectors on both sides", both_a, both_b, None),
+        ("vectors shorter than eps (eps = 0.5)", _unit(r(4, 3), 0.2), _unit(r(4, 3), 0.3), 0.5),
+        ("eps per vector: |a| < eps < |a| |b| (eps = 0.5)", _unit(r(5, 3), 0.2), _unit(r(5, 3), 10.0), 0.5),
+        ("eps per vector: |a| |b| < eps < |a|, |b| (eps = 0.5)", _unit(r(4, 3), 0.6), _unit(r(4, 3), 0.6), 0.5),
+        ("a large eps (eps = 2.0), float32", _unit(r(3, 4), 1.5).float(), _unit(r(3, 4), 4.0).float(), 2.0),
+    ]
+    draw = random.Random()  # a fresh draw each run, beside the fixed classes
+    fresh = torch.Generator().manual_seed(draw.randrange(2**31))
+    n, m, d = (draw.randint(1, 5) for _ in range(3))
+    cases.append((f"a fresh random draw, (n, 1, d) against (m, d) with (n, m, d) = ({n}, {m}, {d})",
+                  torch.randn(n, 1, d, generator=fresh, dtype=torch.float64),
+                  torch.randn(m, d, generator=fresh, dtype=torch.float64), None))
     return cases
 
 
+def _cosine_parts(a: torch.Tensor, b: torch.Tensor):
+    """a · b, |a| and |b| along the last axis, broadcast, in float64."""
+    a64, b64 = a.detach().double(), b.detach().double()
+    return (a64 * b64).sum(-1), (a64 * a64).sum(-1).sqrt(), (b64 * b64).sum(-1).sqrt()
+
+
+def _cosine_reference(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    dot, na, nb = _cosine_parts(a, b)
+    return (dot / (na.clamp_min(eps) * nb.clamp_min(eps))).to(torch.promote_types(a.dtype, b.dtype))
+
+
+def _tolerance(dtype: torch.dtype) -> dict:
+    return dict(rtol=1e-9, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
+
+
+def _cosine_mistakes(got: torch.Tensor, a, b, eps: float, label: str) -> list[str]:
+    """Hints for the results that a known mistake gives on this case: specific ones end the check
+    here; the list returned holds the messages of every known mistake that fits (several fit alike
+    on some cases: then a later case tells them apart)."""
+    dot, na, nb = _cosine_parts(a, b)
+    right = dot / (na.clamp_min(eps) * nb.clamp_min(eps))
+    shape = tuple(right.shape)
+    if tuple(got.shape) == shape + (1,) and close(got.squeeze(-1), right, rtol=1e-4, atol=1e-5):
+        hint(f"the values are right, but the result has shape {tuple(got.shape)} ({label}): the cosine of two "
+             f"vectors is one number, so the last axis goes away, {shape}: sum without keepdim.")
+    full = torch.broadcast_shapes(a.shape, b.shape)
+    if tuple(got.shape) == tuple(full) and len(full) > len(shape):
+        hint(f"the result has one number per component ({label}), shape {tuple(got.shape)}: add the products "
+             "up along the last axis into one number per pair of vectors.")
+    if tuple(got.shape) != shape:
+        return []
+    g = got.detach().double()
+    if bool(torch.isnan(g).any()) and not bool(torch.isnan(right).any()):
+        hint(f"nan on {label}: a zero vector has length 0, and 0 / 0 is nan. The rule of the exercise divides "
+             "by max(|a|, eps) · max(|b|, eps), so a zero vector scores 0 with every vector.")
+    with np.errstate(all="ignore"):
+        candidates = (
+            (dot, "that is the raw dot product: divide it by the two lengths."),
+            (dot / na.clamp_min(eps), "divide by both lengths, |a| and |b|, not just one of them."),
+            (dot / nb.clamp_min(eps), "divide by both lengths, |a| and |b|, not just one of them."),
+            (dot / (na.clamp_min(eps) ** 2 * nb.clamp_min(eps) ** 2),
+             "a length is the square root of a · a; you used the squared length."),
+            (dot / (na.clamp_min(eps) + nb.clamp_min(eps)),
+             "divide by the product of the lengths |a| · |b|, not their sum."),
+            (dot / (na * nb + eps), "eps is a floor under each length, max(|a|, eps), not an amount added to the "
+                                    "product."),
+            (dot / ((na + eps) * (nb + eps)), "eps is a floor under each length, max(|a|, eps), not an amount added "
+                                              "to it."),
+            (dot / ((na ** 2 + eps ** 2).sqrt() * (nb ** 2 + eps ** 2).sqrt()),
+             "eps is a floor under each length, max(|a|, eps), not sqrt(|a|² + eps²)."),
+            (dot / (na * nb).clamp_min(eps), "the floor applies to each length separately: max(|a|, eps) · "
+                                             "max(|b|, eps), not max(|a| |b|, eps)."),
+            (dot / (na.clamp_min(1e-8) * nb.clamp_min(1e-8)), "use the eps you are given: the check calls "
+                                                              "my_cosine(a, b, eps) with other values than 1e-8."),
+            (-right, "the sign is wrong: the cosine is negative when the angle is wider than 90°."),
+            (right.abs(), "the sign is wrong: the cosine is negative when the angle is wider than 90°; do not take "
+                          "its absolute value."),
+            (1 - right, "that is the cosine distance, 1 - cos; return the cosine itself."),
+            (torch.arccos(right.clamp(-1, 1)), "you returned the angle itself; the exercise asks for its cosine."),
+        )
+    tol = _tolerance(torch.promote_types(a.dtype, b.dtype))
+    return list(dict.fromkeys(message for wrong, message in candidates
+                              if close(g, wrong, **tol) and not close(wrong, right, **tol)))
+
+
 @checker("Exercise 1.2")
-def cosine(my_cosine) -> None:
-    """``my_cosine(a, b)`` for 1-D tensors: the cosine of the angle between them, with only ``@``
-    (or ``torch.dot``) and ``torch.sqrt``."""
-    facts = source_facts(my_cosine)
+def cosine_batch(my_cosine) -> None:
+    """``my_cosine(a, b, eps=1e-8)``: the cosine along the last axis of two broadcastable tensors,
+    dividing by max(|a|, eps) · max(|b|, eps)."""
+    classes = [("", False, False), (", with requires_grad", True, False), (", under torch.no_grad()", False, True)]
+    pending = ""
     with watch() as seen:
-        for a, b in _cosine_cases():
-            got = my_cosine(a.clone(), b.clone())
-            if seen.called("cosine_similarity"):
-                hint("compute the cosine from its formula, (a · b) / (|a| |b|), with @ and torch.sqrt; "
-                     "the exercise is to write what cosine_similarity does.")
-            a64, b64 = a.double(), b.double()
-            dot, na, nb = a64 @ b64, a64.norm(), b64.norm()
-            expected = dot / (na * nb)
-            tol = dict(rtol=1e-4, atol=1e-5) if a.dtype == torch.float32 else {}
-            if isinstance(got, torch.Tensor) and got.numel() > 1:
-                if close(got, a64 * b64 / (na * nb)) or close(got, a64 * b64):
-                    hint("you returned one number per position: add the products up (a @ b) into one number.")
-                hint(f"the cosine is one number; for a={_short(a)}, b={_short(b)} you returned {describe(got)}.")
-            if not _is_number(got):
-                hint(f"return a number (a float or a 0-d tensor); you returned {describe(got)}.")
-            value = safe_float(got)
-            if value is None:
-                hint(f"return a number between -1 and 1; you returned {describe(got)}.", generic=True)
-            if close(value, expected, **tol):
-                continue
-            if close(value, dot, **tol):
-                hint("that is the raw dot product: divide it by the two lengths |a| |b|.")
-            if close(value, dot / na, **tol) or close(value, dot / nb, **tol):
-                hint("divide by both lengths, |a| and |b|, not just one of them.")
-            if close(value, dot / na * nb, **tol) or close(value, dot / nb * na, **tol):
-                hint("operator precedence: x / y * z is (x / y) * z. Put the product of the lengths in "
-                     "parentheses: (a @ b) / (|a| * |b|).")
-            if (close(value, dot / (na**2 * nb**2), **tol) or close(value, dot / (a64 @ a64 + b64 @ b64), **tol)
-                    or close(value, dot / (na**2 + nb**2), **tol)):
-                hint("a length is the square root of a · a; you used the squared length.")
-            if close(value, dot / (na + nb), **tol):
-                hint("divide by the product of the lengths |a| * |b|, not their sum.")
-            if close(value, torch.arccos(expected), **tol) or close(value, torch.rad2deg(torch.arccos(expected)), **tol):
-                hint("you returned the angle itself; the exercise asks for its cosine.")
-            if close(value, 1 - expected, **tol) and abs(float(expected)) > 1e-6:  # at cos 0, 1 - cos is just 1
-                hint("that is the cosine distance, 1 - cos; return the cosine itself.")
-            if close(value, -expected, **tol) or close(value, abs(expected), **tol):
-                hint("the sign is wrong: the cosine is negative when the angle is wider than 90°; do not "
-                     "negate it or take its absolute value.")
-            hint(f"for a={_short(a)}, b={_short(b)} you returned {value:.4f}, expected {float(expected):.4f}.",
-                 generic=True)
+        for index, (label, a, b, eps) in enumerate(_cosine_cases()):
+            args = (a, b) if eps is None else (a, b, eps)
+            for extra, grad, no_grad in classes if index in (3, 8) else classes[:1]:
+                where = label + extra
+                text = (f"my_cosine(a {tuple(a.shape)}, b {tuple(b.shape)}"
+                        + (")" if eps is None else f", eps={eps})"))
+                try:
+                    got = _diff.call(my_cosine, args, where, grad=grad, no_grad=no_grad, name="my_cosine",
+                                     first=index == 0 and not extra)
+                except StudentError as exc:
+                    message = str(exc.error)
+                    if isinstance(exc.error, RuntimeError) and ("mat" in message or "size" in message
+                                                                or "dimension" in message):
+                        hint(f"the shapes do not fit for {text} ({where}): @ is a matrix product. Pair the vectors "
+                             "along the last axis with an elementwise product, a * b, which broadcasts, then "
+                             ".sum(-1).")
+                    raise
+                got = _diff.real_tensor(got, text)
+                expected = _cosine_reference(a, b, 1e-8 if eps is None else eps)
+                matches = []
+                if not (got.dtype == expected.dtype and close(got, expected, **_tolerance(expected.dtype))):
+                    matches = _cosine_mistakes(got, a, b, 1e-8 if eps is None else eps, where)
+                    if len(matches) == 1:
+                        hint(f"on {where}: {matches[0]}")
+                if not matches and _diff.same_values(got, expected, where, text):
+                    continue
+                if matches:  # several known mistakes fit this case alike: a later case tells them apart
+                    pending = pending or f"{text} fails on {where}: {first_difference(got, expected)}."
+                    continue
+                _diff.generic(got, expected, where, text)
+    if pending:
+        hint(pending, generic=True)
     shortcuts = seen.called(*_LENGTH_SHORTCUTS)
-    if shortcuts or uses_numpy(seen, facts):
+    if shortcuts or uses_numpy(seen, source_facts(my_cosine)):
         used = ", ".join(shortcuts) if shortcuts else "NumPy"
-        hint(f"the values are right, but the exercise allows only @ (or torch.dot) and torch.sqrt, and "
-             f"you used {used}: the length of a is torch.sqrt(a @ a).")
-    require_graph(my_cosine, (torch.tensor([3.0, 5.0]), torch.tensor([-2.0, 4.0])))
-    passed("cosine similarity is the dot product of the two directions (unit vectors).")
-
-
-def _short(t: torch.Tensor) -> str:
-    values = [round(v, 3) for v in t.double().tolist()]
-    text = str(values)
-    return text if len(text) <= 40 else text[:36] + "...]"
+        hint(f"the values are right, but the exercise asks for the formula, with *, sum and torch.sqrt, and you "
+             f"used {used}: the length of each vector is torch.sqrt((a * a).sum(-1)).")
+    require_graph(my_cosine, (torch.tensor([[3.0, 5.0], [1.0, -1.0]]), torch.tensor([-2.0, 4.0])))
+    passed("the cosine along the last axis, for any shapes that broadcast; a zero vector scores 0 with "
+           "every vector instead of nan, as in torch.nn.functional.cosine_similarity.")
 
 
 def _pairs_cases():

@@ -24,110 +24,6 @@ def case(exercise, checker, name, expect, why, source, call):
                       source=textwrap.dedent(source), call=call))
 
 
-# ---------------------------------------------------------------- 2.1 ----
-def sm(name, expect, why, source):
-    case("2.1", "stable_softmax", name, expect, why, source, "my_softmax")
-
-
-sm("no_max_subtraction", "wrong", "overflows at scores of 1000", """
-def my_softmax(x):
-    e = torch.exp(x)
-    return e / e.sum(dim=-1, keepdim=True)
-""")
-sm("torch_softmax", "wrong", "calls the banned torch.softmax", """
-def my_softmax(x):
-    return torch.softmax(x, dim=-1)
-""")
-sm("aliased_F_softmax", "wrong", "banned softmax under an alias", """
-from torch.nn.functional import softmax as s
-def my_softmax(x):
-    return s(x, -1)
-""")
-sm("method_softmax", "wrong", "the tensor method x.softmax is the banned call", """
-def my_softmax(x):
-    return x.softmax(-1)
-""")
-sm("nn_Softmax_module", "wrong", "torch.nn.Softmax is the banned call in a module", """
-import torch.nn as nn
-_sm = nn.Softmax(dim=-1)
-def my_softmax(x):
-    return _sm(x)
-""")
-sm("special_softmax", "wrong", "torch.special.softmax is the banned call", """
-def my_softmax(x):
-    return torch.special.softmax(x, dim=-1)
-""")
-sm("wrong_axis", "wrong", "softmax over the columns (dim=0)", """
-def my_softmax(x):
-    e = torch.exp(x - x.amax(dim=0, keepdim=True))
-    return e / e.sum(dim=0, keepdim=True)
-""")
-sm("global_max", "wrong", "subtracts the global max: rows far below it underflow to 0/0",
-   """
-def my_softmax(x):
-    e = torch.exp(x - x.max())
-    return e / e.sum(dim=-1, keepdim=True)
-""")
-sm("no_keepdim", "wrong", "amax without keepdim broadcasts along the wrong axis", """
-def my_softmax(x):
-    e = torch.exp(x - x.amax(dim=-1))
-    return e / e.sum(dim=-1, keepdim=True)
-""")
-sm("log_softmax", "wrong", "returns the log-softmax", """
-def my_softmax(x):
-    z = x - x.amax(dim=-1, keepdim=True)
-    return z - torch.log(torch.exp(z).sum(dim=-1, keepdim=True))
-""")
-sm("in_place", "wrong", "subtracts the max and exponentiates in place: mutates x", """
-def my_softmax(x):
-    x -= x.amax(dim=-1, keepdim=True)
-    x.exp_()
-    return x / x.sum(dim=-1, keepdim=True)
-""")
-sm("clamp", "wrong", "clamps the scores instead of shifting them", """
-def my_softmax(x):
-    e = torch.exp(x.clamp(-80, 80))
-    return e / e.sum(dim=-1, keepdim=True)
-""")
-sm("divide_by_max", "wrong", "divides by the max instead of exponentiating", """
-def my_softmax(x):
-    z = x / x.amax(dim=-1, keepdim=True)
-    return z / z.sum(dim=-1, keepdim=True)
-""")
-sm("numpy", "wrong", "NumPy, returns an ndarray", """
-import numpy as np
-def my_softmax(x):
-    a = x.numpy()
-    e = np.exp(a - a.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-""")
-sm("companion_import", "wrong", "imports the answer from companion", """
-from companion.attention import softmax as my_softmax
-""")
-sm("whole_tensor_sum", "wrong", "normalizes by the sum of the whole tensor", """
-def my_softmax(x):
-    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
-    return e / e.sum()
-""")
-sm("right_max_values", "right", "x.max(...).values instead of amax", """
-def my_softmax(x):
-    shifted = x - x.max(dim=1, keepdim=True).values
-    e = shifted.exp()
-    return e / e.sum(dim=1, keepdim=True)
-""")
-sm("right_logsumexp", "right", "exp(x - logsumexp)", """
-def my_softmax(x):
-    return torch.exp(x - torch.logsumexp(x, dim=-1, keepdim=True))
-""")
-sm("right_no_keepdim_unsqueeze", "right", "amax then unsqueeze", """
-def my_softmax(x):
-    m = torch.amax(x, -1).unsqueeze(-1)
-    e = torch.exp(x - m)
-    s = torch.sum(e, -1).unsqueeze(-1)
-    return e / s
-""")
-
-
 # ---------------------------------------------------------------- 2.2 ----
 def att(name, expect, why, source):
     case("2.2", "attention", name, expect, why, source, "my_attention")
@@ -384,7 +280,6 @@ _sys.path.insert(0, str(_pathlib.Path(__file__).resolve().parent))
 from _junk import junk_cases  # noqa: E402
 
 CASES += junk_cases(MODULE, {
-    "2.1": ("stable_softmax", "my_softmax", "x"),
     "2.2": ("attention", "my_attention", "Q, K, V"),
     "2.3": ("causal", "my_causal_mask", "T"),
     "2.4": ("padding", "my_padding_mask", "lengths, S"),
@@ -392,36 +287,6 @@ CASES += junk_cases(MODULE, {
 
 
 # ------------------------------------------------------------- batch 2 ---
-sm("getattr_softmax", "wrong", "the banned softmax fetched with getattr", """
-def my_softmax(x):
-    fn = getattr(torch, "soft" + "max")
-    return fn(x, dim=-1)
-""")
-sm("aten_softmax", "wrong", "the banned op through torch.ops.aten", """
-def my_softmax(x):
-    return torch.ops.aten._softmax(x, -1, False)
-""")
-sm("log_softmax_exp", "wrong", "exp(log_softmax): a library softmax in disguise", """
-def my_softmax(x):
-    return torch.log_softmax(x, dim=-1).exp()
-""")
-sm("in_place_division_breaks_autograd", "wrong", "e /= e.sum(): right values, but backward fails (exp's output modified in place)", """
-def my_softmax(x):
-    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
-    e /= e.sum(dim=-1, keepdim=True)
-    return e
-""")
-sm("float32_cast", "wrong", "casts to float32: a float64 input comes back float32 (low severity)", """
-def my_softmax(x):
-    x = x.float()
-    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
-    return e / e.sum(dim=-1, keepdim=True)
-""")
-sm("detached", "wrong", "detaches the result: no gradient flows (the text does not ask for gradients; medium severity)", """
-def my_softmax(x):
-    e = torch.exp(x - x.amax(dim=-1, keepdim=True)).detach()
-    return e / e.sum(dim=-1, keepdim=True)
-""")
 att("numpy_roundtrip", "wrong", "computes in NumPy and wraps the result: no gradient, float64", """
 import numpy as np
 def my_attention(Q, K, V):
