@@ -3,8 +3,8 @@
 Each chapter has a registry file ``tests/test_checker_mutations_chNN.py`` that defines
 
     EXERCISES = [
-        Exercise(check.stable_softmax, reference=my_softmax, mutants=[
-            Mutant("softmax over the columns", lambda x: ..., expect="columns sum to 1"),
+        Exercise(check.stable_log_softmax, reference=my_log_softmax, mutants=[
+            Mutant("no shift by the maximum", lambda x: ..., expect="overflow"),
             ...
         ]),
     ]

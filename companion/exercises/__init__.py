@@ -4,7 +4,7 @@ Each exercise in the book has three cells: the task (markdown), the student's co
 cell that calls a checker from this package, for example::
 
     from companion.exercises import vectors as check
-    check.dot_product(my_dot)
+    check.sparse_dot(my_sparse_dot)
 
 A checker never raises. It returns a :class:`Feedback` whose text is one of
 
