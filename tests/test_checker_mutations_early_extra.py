@@ -5,7 +5,6 @@ hint (the named specific one where ``expect`` is given), never a pass and never 
 """
 import math
 
-import numpy as np
 import torch
 
 from companion.exercises import early_extra as check

@@ -22,7 +22,7 @@ import math
 
 import torch
 
-from ._core import StudentError, checker, close, describe, first_difference, hint, passed
+from ._core import checker, close, describe, first_difference, hint, passed
 from . import rules
 
 __all__ = ["read_table", "shift_table", "score_terms", "rope_bug"]
