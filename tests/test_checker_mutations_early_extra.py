@@ -5,7 +5,6 @@ hint (the named specific one where ``expect`` is given), never a pass and never 
 """
 import math
 
-import numpy as np
 import torch
 
 from companion.exercises import early_extra as check
@@ -145,75 +144,104 @@ EQUIVARIANCE = [
 ]
 
 
-# --- 4.4: a test for leaks from the future -----------------------------------------------------------
-def my_leaks_future(f, x, t):
-    changed = x.clone()
-    changed[:, t + 1:] = torch.randn_like(changed[:, t + 1:])
-    return not torch.allclose(f(x)[:, : t + 1], f(changed)[:, : t + 1])
+# --- 4.4: which positions does a layer read? ---------------------------------------------------------
+def my_dependency_map(f, x):
+    B, T, d = x.shape
+    before = f(x)  # (B, T, d)
+    D = torch.zeros(T, T, dtype=torch.bool)
+    for u in range(T):
+        moved = x.detach().clone()
+        moved[:, u] = torch.randn_like(moved[:, u])  # new values at position u only
+        after = f(moved)
+        for s in range(T):
+            D[s, u] = not torch.allclose(after[:, s], before[:, s])
+    return D
 
 
-def _leak(change=lambda x, t: x[:, t + 1:], compare=lambda out, t: out[:, : t + 1], amount=1.0,
-          equal=torch.allclose):
-    def test(f, x, t):
-        changed = x.clone()
-        view = change(changed, t)
-        view += amount
-        return not equal(compare(f(x), t), compare(f(changed), t))
-    return test
+def _map(change=lambda moved, u: moved[:, u].normal_(), compare=lambda a, b: torch.allclose(a, b),
+         diagonal=None):
+    def fn(f, x):
+        B, T, d = x.shape
+        before = f(x)
+        D = torch.zeros(T, T, dtype=torch.bool)
+        for u in range(T):
+            moved = x.detach().clone()
+            change(moved, u)
+            after = f(moved)
+            for s in range(T):
+                D[s, u] = not compare(after[:, s], before[:, s])
+        if diagonal is not None:
+            D |= torch.eye(T, dtype=torch.bool)
+        return D
+    return fn
 
 
-def _in_place_leak(f, x, t):
-    before = f(x)[:, : t + 1].clone()
-    x[:, t + 1:] += 1.0
-    return not torch.allclose(f(x)[:, : t + 1], before)
+def _by_jacobian(f, x):
+    """A right variant: the entries of the Jacobian that are not 0 (autograd's answer, no perturbation)."""
+    J = torch.autograd.functional.jacobian(f, x.detach().double())  # (B, T, d, B, T, d)
+    return (J != 0).any(-1).any(3).any(2).any(0)
 
 
-LEAKS = [
-    Mutant("always True", lambda f, x, t: True, "every layer leaks"),
-    Mutant("always False", lambda f, x, t: False, "never finds a leak"),
-    Mutant("compares every position", _leak(compare=lambda out, t: out), "for f(x) = 2 x"),
-    Mutant("changes the past instead", _leak(change=lambda x, t: x[:, : t + 1]), "for f(x) = 2 x"),
-    Mutant("compares only position t", _leak(compare=lambda out, t: out[:, t]), "wrap-around"),
-    Mutant("compares the future outputs", _leak(compare=lambda out, t: out[:, t + 1:]), "out[:, :t + 1]"),
-    Mutant("a change too small to see", _leak(amount=1e-12), "never finds a leak"),
-    Mutant("changes from t on (off by one)", _leak(change=lambda x, t: x[:, t:]), "position <= t"),
-    Mutant("changes x in place", _in_place_leak, "changed x in place"),
-    Mutant("returns the difference", lambda f, x, t: (f(x) - f(x + 1))[:, : t + 1].abs().max(),
-           "True or False"),
-    Mutant("returns a bool tensor per entry",
-           lambda f, x, t: f(x)[:, : t + 1] != f(x + 1)[:, : t + 1], "one True or False"),
-    Mutant("returns a string", lambda f, x, t: "leaks", "True or False"),
-    Mutant("returns numpy's bool of the wrong answer", lambda f, x, t: np.bool_(False), "never finds a leak"),
-    Mutant("raises", lambda f, x, t: f(x[0]).shape[5], raised=True),
-    # the outside red team's false passes (issue 33)
-    Mutant("changes only the last position", _leak(change=lambda x, t: x[:, -1:]), "one future position only"),
-    Mutant("a tolerance of 0.05", _leak(equal=lambda a, b: bool((a - b).abs().max() <= 0.05)), "small leak"),
-    Mutant("a tolerance of 0.01", _leak(equal=lambda a, b: torch.allclose(a, b, atol=0.01)), "small leak"),
-    Mutant("changes only position t + 1", _leak(change=lambda x, t: x[:, t + 1:t + 2])),
+def _in_place_map(f, x):
+    before = f(x).detach().clone()
+    T = x.shape[1]
+    D = torch.zeros(T, T, dtype=torch.bool)
+    with torch.no_grad():
+        for u in range(T):
+            x[:, u] += torch.randn_like(x[:, u])
+            D[:, u] = (f(x) != before).any(-1).any(0)
+    return D
+
+
+def _leaks_only(f, x):
+    """The old exercise's answer: one bool, does anything read the future?"""
+    return bool(my_dependency_map(f, x).triu(1).any())
+
+
+MAPS = [
+    Mutant("all True", lambda f, x: torch.ones(x.shape[1], x.shape[1], dtype=torch.bool), "all True for every"),
+    Mutant("all False", lambda f, x: torch.zeros(x.shape[1], x.shape[1], dtype=torch.bool), "all False for every"),
+    Mutant("the identity assumed", lambda f, x: torch.eye(x.shape[1], dtype=torch.bool), "each position alone"),
+    Mutant("transposed", lambda f, x: my_dependency_map(f, x).T, "transposed"),
+    Mutant("adds 1 to every feature at u", _map(change=lambda moved, u: moved[:, u].add_(1.0)), "mean absorbs it"),
+    Mutant("a tolerance of 0.01", _map(compare=lambda a, b: torch.allclose(a, b, atol=0.01)), "small dependence"),
+    Mutant("the diagonal always True", _map(diagonal=True), "does not always read itself"),
+    Mutant("a map of floats", lambda f, x: my_dependency_map(f, x).float(), "booleans (torch.bool)"),
+    Mutant("a list of lists", lambda f, x: my_dependency_map(f, x).tolist(), "tensor of booleans"),
+    Mutant("changes x in place", _in_place_map, "in place"),
+    Mutant("one bool: leaks or not", _leaks_only, "return the whole map"),
+    Mutant("returns None", lambda f, x: None, "forget the `return`"),
+    Mutant("a change too small to see", _map(change=lambda moved, u: moved[:, u].add_(1e-12 * torch.randn_like(
+        moved[:, u]))), "all False for every"),
+    Mutant("changes position u + 1 (off by one)", _map(
+        change=lambda moved, u: moved[:, (u + 1) % moved.shape[1]].normal_())),
+    Mutant("one row per sequence", lambda f, x: my_dependency_map(f, x)[None].expand(x.shape[0], -1, -1),
+           "shape"),
+    Mutant("raises", lambda f, x: f(x[0]).shape[5], raised=True),
 ]
 
 
-def _leaks_by_draws(f, x, t):  # several random futures, exact comparison
-    out = f(x)[:, : t + 1]
-    for _ in range(3):
-        changed = x.clone()
-        changed[:, t + 1:] = torch.randn_like(changed[:, t + 1:])
-        if not torch.equal(f(changed)[:, : t + 1], out):
-            return True
-    return False
+def _exactly(f, x):  # exact comparison, +randn: the untouched outputs are bit for bit the same
+    return _map(compare=torch.equal)(f, x)
 
 
-def _leaks_position_by_position(f, x, t):  # one future position at a time, plus 1
-    out = f(x)[:, : t + 1]
-    for s in range(t + 1, x.shape[1]):
-        changed = x.clone()
-        changed[:, s] += 1.0
-        if not torch.allclose(f(changed)[:, : t + 1], out):
-            return True
-    return False
+def _by_loops_with_generator(f, x):  # own generator, every sequence compared on its own
+    g = torch.Generator().manual_seed(1)
+    B, T, d = x.shape
+    base = f(x)
+    rows = []
+    for s in range(T):
+        row = []
+        for u in range(T):
+            moved = x.detach().clone()
+            moved[:, u] = torch.randn(B, d, generator=g, dtype=x.dtype)
+            out = f(moved)
+            row.append(any(not torch.allclose(out[b, s], base[b, s]) for b in range(B)))
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.bool)
 
 
-RIGHT_LEAK_TESTS = [_leaks_by_draws, _leaks_position_by_position, _leak(), _leak(equal=torch.equal)]
+RIGHT_MAPS = [_by_jacobian, _exactly, _by_loops_with_generator]
 
 
 # --- 5.5: a head that looks three tokens back --------------------------------------------------------
@@ -302,7 +330,7 @@ ROTARY = [
 EXERCISES = [
     Exercise(check.saturation, my_saturation, SATURATION),
     Exercise(check.equivariance_test, my_is_equivariant, EQUIVARIANCE),
-    Exercise(check.future_leak_test, my_leaks_future, LEAKS),
+    Exercise(check.dependency_map, my_dependency_map, MAPS),
     Exercise(check.three_back, my_three_back, THREE_BACK),
     Exercise(check.rotary_qk, my_rotary_qk, ROTARY),
 ]
@@ -313,7 +341,7 @@ EXERCISES = [
 
 def test_junk_never_crashes_the_checkers():
     junk = [None, "text", 10**100, 1j, float("nan"), [], (), {}, torch.tensor([]), object()]
-    for checker in (check.saturation, check.equivariance_test, check.future_leak_test, check.three_back, check.rotary_qk):
+    for checker in (check.saturation, check.equivariance_test, check.dependency_map, check.three_back, check.rotary_qk):
         for value in junk:
             fb = checker(lambda *args, value=value: value)
             assert fb.status == "hint", (checker.exercise, value, fb)
@@ -327,12 +355,20 @@ def test_the_tests_are_deterministic_for_right_answers():
         assert check.equivariance_test(my_is_equivariant).passed
         assert check.equivariance_test(_many_random).passed
         assert check.saturation(_autograd_grad).passed
-        assert check.future_leak_test(my_leaks_future).passed
+        assert check.dependency_map(my_dependency_map).passed
 
 
-def test_right_leak_tests_pass():
-    for test in RIGHT_LEAK_TESTS:
-        assert check.future_leak_test(test).passed, test
+def test_right_maps_pass():
+    for answer in RIGHT_MAPS:
+        assert check.dependency_map(answer).passed, answer
+
+
+def test_the_maps_written_by_hand_are_the_layers_jacobians():
+    # the checker's expected maps, against autograd on each layer (an independent reference)
+    for B, T, d, *_ in check._MAP_INPUTS:
+        x = torch.randn(B, T, d, dtype=torch.float64)
+        for name, f, want in check._map_cases(B, T, d):
+            assert torch.equal(_by_jacobian(f, x), want), (name, B, T)
 
 
 def test_rotary_pair_as_a_list_passes():

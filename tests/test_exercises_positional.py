@@ -1,315 +1,233 @@
-"""The chapter 5 checkers: the right answer passes, each classic mistake gets its own hint."""
+"""Chapter 5's checkers: right answers written in other ways pass, the references they compare with are
+right (checked against the companion and PyTorch), and the rules (no companion, state left alone) hold.
+The wrong answers live in tests/test_checker_mutations_ch05.py."""
 import math
 
 import pytest
 import torch
 
 from companion.exercises import positional as check
-from companion.positional import shift_matrix, sinusoidal_encoding
+from companion.multihead import MultiHeadAttention
+from companion.positional import apply_rotary, shift_matrix, sinusoidal_encoding
 
-
-def table(T, D, power, swap=False, start=0, c=10000.0):
-    i = torch.arange(start, T + start, dtype=torch.float64)[:, None]
-    cols = torch.arange(D)
-    angle = i / c ** power(cols, D)[None, :]
-    even = (cols % 2 == 0) != swap
-    return torch.where(even, torch.sin(angle), torch.cos(angle))
-
-
-RIGHT = lambda k, D: (2 * (k // 2)) / D  # noqa: E731
-
-
-def angles(T, D, grow=False):
-    """(T, D/2): position i times the frequency of pair j, 1 / 10000**(2j/D) (or, wrongly, 10000**(2j/D))."""
-    power = torch.arange(0, D, 2, dtype=torch.float64) / D
-    return torch.arange(T, dtype=torch.float64)[:, None] * 10000.0 ** (power if grow else -power)
-
-
-def interleave(a):
-    P = torch.empty(a.shape[0], 2 * a.shape[1], dtype=torch.float64)
-    P[:, 0::2], P[:, 1::2] = torch.sin(a), torch.cos(a)
-    return P
+from test_checker_mutations_ch05 import my_read_table, my_rope_bug, my_score_terms, my_shift_table
 
 
 def stub(*args):
-    raise NotImplementedError  # your code here
+    raise NotImplementedError
 
 
-def test_sinusoidal_right_passes():
-    assert check.sinusoidal(lambda T, D: table(T, D, RIGHT)).passed
-    assert check.sinusoidal(lambda T, D: interleave(angles(T, D))).passed
+@pytest.mark.parametrize("checker", [check.read_table, check.shift_table, check.score_terms, check.rope_bug])
+def test_stub_is_not_attempted(checker):
+    assert checker(stub).status == "not attempted"
+    assert checker(...).status == "not attempted"
 
 
-def _through_the_companion(T, D):
-    import companion.positional
-    return companion.positional.sinusoidal_encoding(T, D)
+# --- the references ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("T,d,c", [(5, 8, 10000.0), (2, 4, 100.0), (9, 6, 500000.0)])
+def test_reference_table_is_the_companions(T, d, c):
+    P = check._table(T, d, c)
+    torch.testing.assert_close(P, sinusoidal_encoding(T, d, c=c, dtype=torch.float64))
+    to_halves = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])
+    torch.testing.assert_close(check._table(T, d, c, layout="halves"), P[:, to_halves])
+    # the shifted table is the companion's shift matrix applied to P (for k >= 0) ...
+    torch.testing.assert_close(check._table(T, d, c, start=3), P @ shift_matrix(3, d, c=c, dtype=torch.float64))
+    # ... and its inverse for k < 0
+    torch.testing.assert_close(check._table(T, d, c, start=-2), P @ shift_matrix(-2, d, c=c, dtype=torch.float64))
 
 
-def _companion_imported_elsewhere(T, D):
-    return sinusoidal_encoding(T, D)  # imported at the top of the notebook
+@pytest.mark.parametrize("B,T,d,h,bias", [(2, 5, 8, 2, True), (1, 1, 6, 3, False), (3, 4, 4, 4, True),
+                                         (1, 7, 6, 1, False)])
+def test_reference_terms_add_up_to_the_layers_weights(B, T, d, h, bias):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(d, h, bias=bias).double().eval()
+    with torch.no_grad():  # random biases too: the default ones are zero
+        for p in mha.parameters():
+            p.normal_()
+    x = torch.randn(B, T, d, dtype=torch.float64)
+    P = check._table(T, d)
+    terms = check._reference_terms(mha, x, P)
+    with torch.no_grad():
+        _, weights = mha(x + P, need_weights=True, average_weights=False)  # (B, h, T, T)
+    torch.testing.assert_close(torch.softmax(sum(terms), dim=-1), weights)
+    # the position-position term is the same for every sequence and does not involve x
+    torch.testing.assert_close(terms[3], terms[3][:1].expand_as(terms[3]))
+    if h > 1 and mha.d_head > 1:  # the wrong split is a different function
+        assert not torch.allclose(check._reference_terms(mha, x, P, split=check._wrong_split)[0], terms[0])
 
 
-def test_sinusoidal_rules_and_types():
-    for fn in (_through_the_companion, _companion_imported_elsewhere):
-        fb = check.sinusoidal(fn)
-        assert not fb.passed and "without the companion" in fb.message, fb
-    fb = check.sinusoidal(lambda T, D: table(T, D, RIGHT).numpy())  # a tensor is asked
-    assert not fb.passed and "should return a tensor (a torch tensor)" in fb.message, fb
-    fb = check.shift_block(lambda k, w: [[math.cos(k * w), -math.sin(k * w)], [math.sin(k * w), math.cos(k * w)]])
-    assert not fb.passed and "should return a tensor (a torch tensor)" in fb.message, fb
+@pytest.mark.parametrize("d", [2, 4, 6, 8, 64])
+def test_the_suspect_ropes_are_what_they_say(d):
+    g = torch.Generator().manual_seed(d)
+    x = torch.randn(2, 7, d, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(check.Rope(d)(x, offset=3), apply_rotary(x, offset=3))
+    torch.testing.assert_close(check.Rope(d, "halves")(x, offset=3), apply_rotary(x, offset=3, layout="halves"))
+    torch.testing.assert_close(check.Rope(d, "frequencies", 500.0)(x, offset=3), apply_rotary(x, offset=3, base=500.0))
+    torch.testing.assert_close(check.Rope(d, "offset")(x, offset=3), apply_rotary(x))
+    # clockwise: the inverse rotation, so turning back with apply_rotary gives x
+    back = check.Rope(d, "clockwise")(apply_rotary(x, offset=3), offset=3)
+    torch.testing.assert_close(back, x)
+    for kind in ("mixed halves", "mixed interleaved"):
+        out = check.Rope(d, kind)(x)
+        if d == 2:  # one pair: both layouts are the same, so nothing is mixed
+            torch.testing.assert_close(out, apply_rotary(x))
+        else:  # the two members of a pair turn by different angles: lengths change
+            assert not torch.allclose(out.norm(dim=-1), x.norm(dim=-1))
+    assert check.Rope(d).__repr__() == check.Rope(d, "halves").__repr__()  # nothing to read off
 
 
-def test_the_halves_layout_is_called_a_convention_not_a_mistake():
-    fb = check.sinusoidal(lambda T, D: torch.cat([table(T, D, RIGHT)[:, 0::2], table(T, D, RIGHT)[:, 1::2]], 1))
-    assert not fb.passed and "conventions" in fb.message and "permutation" in fb.message, fb
-    assert "P[:, 0::2] = sin" not in fb.message  # the right layout is never shown as the mistake
+def test_suspect_rope_refuses_bad_input_with_the_argument_named():
+    rope = check.Rope(4)
+    with pytest.raises(ValueError, match=r"`x` must have shape \(T, 4\)"):
+        rope(torch.ones(4))
+    with pytest.raises(TypeError, match="`x` must hold floats"):
+        rope(torch.ones(3, 4, dtype=torch.long))
+    with pytest.raises(TypeError, match="`x` must be a torch.Tensor"):
+        rope([[1.0] * 4])
+    with pytest.raises(ValueError, match="`offset` must be an integer >= 0"):
+        rope(torch.ones(3, 4), offset=-1)
 
 
-@pytest.mark.parametrize(
-    "wrong,expected",
-    [
-        (lambda T, D: table(T, D, RIGHT, swap=True), "swapped"),
-        (lambda T, D: table(T, D, lambda k, D: (k // 2) / D), "you used j/D"),
-        (lambda T, D: table(T, D, lambda k, D: k / D), "share one frequency"),
-        (lambda T, D: torch.cat([torch.sin(angles(T, D)), torch.cos(angles(T, D))], dim=1), "interleaved"),
-        (lambda T, D: interleave(angles(T, D, grow=True)), "not grow"),
-        (lambda T, D: table(T, D, RIGHT, start=1), "positions start at 0"),
-        (lambda T, D: table(T, D, RIGHT, c=1000.0), "c = 10000"),
-        (lambda T, D: table(T, D, RIGHT).T, "one row per position"),
-        (lambda T, D: table(T, D, RIGHT) * 2, "should be cos(0 / 10000**(0/16)) = 1.0000"),
-    ],
-)
-def test_sinusoidal_mistakes(wrong, expected):
-    fb = check.sinusoidal(wrong)
-    assert fb.status == "hint" and expected in fb.message, fb
+# --- right answers written differently pass -------------------------------------------------------------
+def read_with_asin(P):
+    """The layout from where the 1s of row 0 sit; the base from pair 1's sine, any dtype."""
+    T, d = P.shape
+    row0, row1 = P[0].tolist(), P[1].tolist()
+    if row0[1] > 0.5:
+        layout, sine = "interleaved", row1[2]
+    else:
+        layout, sine = "halves", row1[1]
+    omega_1 = math.asin(sine)  # omega_1 = c**(-2/d) < 1 < pi/2
+    return torch.tensor(omega_1, dtype=torch.float64) ** (-d / 2), layout
 
 
-def rot(a):
-    return torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+def read_by_fit(P):
+    """A least-squares fit of log omega_j against 2j/d over every pair."""
+    T, d = P.shape
+    Q = P.detach().double()
+    layout = "interleaved" if torch.allclose(Q[0, :2], torch.tensor([0.0, 1.0], dtype=torch.float64)) else "halves"
+    if layout == "halves":
+        Q = torch.stack([Q[:, : d // 2], Q[:, d // 2:]], dim=-1).reshape(T, d)
+    omega = torch.atan2(Q[1, 0::2], Q[1, 1::2])  # (d/2,)
+    x = torch.arange(0, d, 2, dtype=torch.float64) / d
+    slope = (x * omega.log()).sum() / (x * x).sum()  # log omega = -x log c
+    return float(torch.exp(-slope)), layout
 
 
-def test_shift_block():
-    assert check.shift_block(lambda k, w: rot(k * w)).passed
-    assert "transposed rotation" in check.shift_block(lambda k, w: rot(k * w).T).message
-    assert "k * w" in check.shift_block(lambda k, w: rot(k)).message
-    assert "identity" in check.shift_block(lambda k, w: torch.eye(2)).message
-    assert "sin(a + b)" in check.shift_block(lambda k, w: 2 * torch.eye(2)).message
-    assert "2 x 2" in check.shift_block(lambda k, w: torch.eye(3)).message
+def shift_by_composition(P, k):
+    """Compose the rotation of row 1 |k| times (by squaring), transpose it for k < 0."""
+    T, d = P.shape
+    Q = P.detach().double()
+    M1 = torch.zeros(d, d, dtype=torch.float64)
+    for j in range(d // 2):
+        s, c = Q[1, 2 * j], Q[1, 2 * j + 1]
+        M1[2 * j:2 * j + 2, 2 * j:2 * j + 2] = torch.stack([torch.stack([c, -s]), torch.stack([s, c])])
+    M = torch.linalg.matrix_power(M1, abs(k))
+    return (Q @ (M if k >= 0 else M.T)).to(P.dtype)
 
 
-def terms(x_i, p_i, x_j, p_j, W_q, W_k):
-    A = W_q @ W_k.T
-    return (x_i @ A @ x_j, x_i @ A @ p_j, p_i @ A @ x_j, p_i @ A @ p_j)
+def shift_with_complex(P, k):
+    """Each pair as sin + i cos... turned with complex numbers: cos + i sin, multiplied by e^{-ik omega}."""
+    Q = P.detach().double()
+    z = torch.complex(Q[:, 1::2], Q[:, 0::2])  # cos + i sin = e^{i t omega}
+    step = z[1] ** k  # e^{i k omega}: powers of row 1
+    moved = z * step
+    out = torch.empty_like(Q)
+    out[:, 0::2], out[:, 1::2] = moved.imag, moved.real
+    return out.to(P.dtype)
 
 
-def test_score_terms():
-    assert check.score_terms(terms).passed
-    swapped = lambda *a: (lambda t: (t[0], t[2], t[1], t[3]))(terms(*a))  # noqa: E731
-    assert "cross terms are swapped" in check.score_terms(swapped).message
-    transposed = lambda x_i, p_i, x_j, p_j, W_q, W_k: terms(x_i, p_i, x_j, p_j, W_k, W_q)  # noqa: E731
-    assert "W_q W_k^T" in check.score_terms(transposed).message
-    assert "exactly four" in check.score_terms(lambda *a: terms(*a)[:3]).message
-    lumped = lambda *a: (lambda t: (t[0] + t[1], 0.0, t[2], t[3]))(terms(*a))  # noqa: E731
-    assert "not split as asked" in check.score_terms(lumped).message
-    assert "must add up" in check.score_terms(lambda *a: (1.0, 2.0, 3.0, 4.0)).message
+def terms_with_einsum(mha, x, P):
+    h, dh = mha.n_heads, mha.d_head
+    Wq = mha.q_proj.weight.detach().view(h, dh, -1)  # (h, dh, d)
+    Wk = mha.k_proj.weight.detach().view(h, dh, -1)
+    bq = mha.q_proj.bias.detach().view(h, dh) if mha.q_proj.bias is not None else torch.zeros(h, dh, dtype=x.dtype)
+    bk = mha.k_proj.bias.detach().view(h, dh) if mha.k_proj.bias is not None else torch.zeros(h, dh, dtype=x.dtype)
+    B = x.shape[0]
+    qx = torch.einsum("btd,hed->bhte", x.detach(), Wq) + bq[None, :, None]
+    kx = torch.einsum("btd,hed->bhte", x.detach(), Wk) + bk[None, :, None]
+    qp = torch.einsum("td,hed->hte", P, Wq).expand(B, -1, -1, -1)
+    kp = torch.einsum("td,hed->hte", P, Wk).expand(B, -1, -1, -1)
+    s = dh ** -0.5
+    return [s * torch.einsum("bhie,bhje->bhij", a, b) for a, b in ((qx, kx), (qx, kp), (qp, kx), (qp, kp))]
 
 
-@pytest.mark.parametrize("fn", [check.sinusoidal, check.shift_block, check.score_terms])
-def test_stub_not_attempted(fn):
-    assert fn(stub).status == "not attempted"
-    assert fn(...).status == "not attempted"
+def terms_by_differences(mha, x, P):
+    """From the layer's own projections only: q(x + P) - q(x) is the position part (linearity)."""
+    B, T, d = x.shape
+    h, dh = mha.n_heads, mha.d_head
+    with torch.no_grad():
+        q_all, k_all = mha.q_proj(x + P), mha.k_proj(x + P)
+        q_x, k_x = mha.q_proj(x), mha.k_proj(x)
+    heads = lambda y: y.view(B, T, h, dh).transpose(1, 2)  # noqa: E731
+    qx, kx, qp, kp = heads(q_x), heads(k_x), heads(q_all - q_x), heads(k_all - k_x)
+    return tuple((a @ b.transpose(-1, -2)) / dh ** 0.5 for a, b in ((qx, kx), (qx, kp), (qp, kx), (qp, kp)))
 
 
-# --------------------------------------------------------------------------- Exercise 5.4: RoPE, one pair
+def rope_bug_by_comparison(rope, d):
+    """Against apply_rotary (the text allows it) and its variants; randomness from an own generator."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(9, d, generator=g, dtype=torch.float64)
+    out = rope(x, offset=2)
+    if torch.allclose(out, apply_rotary(x, offset=2)):
+        return "correct"
+    if torch.allclose(out, apply_rotary(x, offset=2, layout="halves")):
+        return "halves"
+    if torch.allclose(out, apply_rotary(x)):
+        return "offset"
+    if not torch.allclose(out.norm(dim=-1), x.norm(dim=-1)):
+        return "not a rotation"
+    if torch.allclose(apply_rotary(out, offset=2), x):  # turning back counterclockwise undoes it
+        return "clockwise"
+    return "frequencies"
 
 
-def turn(x, position, theta):
-    a = position * theta
-    return torch.stack([x[0] * math.cos(a) - x[1] * math.sin(a), x[0] * math.sin(a) + x[1] * math.cos(a)])
-
-
-def turn_by_matrix(x, position, theta):
-    a = torch.tensor(position * theta, dtype=x.dtype)
-    R = torch.stack([torch.stack([torch.cos(a), -torch.sin(a)]), torch.stack([torch.sin(a), torch.cos(a)])])
-    return R @ x  # a column-vector rotation, the same numbers
-
-
-def turn_complex(x, position, theta):
-    z = torch.complex(x[0], x[1]) * torch.exp(torch.tensor(1j * position * theta))
-    return torch.stack([z.real, z.imag])
-
-
-def turn_float32(x, position, theta):
-    return turn(x.float(), position, theta)
-
-
-def turn_tracked(x, position, theta):
-    return turn(x, position, theta).requires_grad_()
-
-
-def turn_tensor_of_scalars(x, position, theta):
-    a = position * theta
-    return torch.tensor([x[0] * math.cos(a) - x[1] * math.sin(a), x[0] * math.sin(a) + x[1] * math.cos(a)])
-
-
-@pytest.mark.parametrize(
-    "right", [turn, turn_by_matrix, turn_complex, turn_float32, turn_tracked, turn_tensor_of_scalars]
-)
-def test_rotate_pair_right_passes(right):
-    fb = check.rotate_pair(right)
+@pytest.mark.parametrize("checker,right", [
+    (check.read_table, read_with_asin), (check.read_table, read_by_fit),
+    (check.shift_table, shift_by_composition), (check.shift_table, shift_with_complex),
+    (check.score_terms, terms_with_einsum), (check.score_terms, terms_by_differences),
+    (check.rope_bug, rope_bug_by_comparison),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_right_answers_written_differently_pass(checker, right):
+    fb = checker(right)
     assert fb.passed, fb
-    assert "only i - j counts" in fb.message
 
 
-def _pair(y0, y1):
-    return torch.stack([torch.as_tensor(y0, dtype=torch.float64), torch.as_tensor(y1, dtype=torch.float64)])
+def test_the_companion_is_refused_where_the_exercise_says_so():
+    def shift_via_companion(P, k):
+        from companion.positional import sinusoidal_encoding as table
+        T, d = P.shape
+        full = table(T + abs(k) * 2 + 1, d, dtype=torch.float64)  # base 10000 only: wrong anyway
+        return my_shift_table(P, k)
+
+    fb = check.shift_table(shift_via_companion)
+    assert not fb.passed and "companion" in fb.message
 
 
-def _by_formula(formula):
-    """A student's function from a formula of (x0, x1, a), a = position * theta."""
-    return lambda x, p, t: _pair(*formula(x[0].item(), x[1].item(), p, t))
+def test_checker_restores_grad_mode_and_random_state_it_reports():
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    fb = check.rope_bug(lambda rope, d: (torch.randn(2), my_rope_bug(rope, d))[1])
+    assert "global random" in fb.message
+    assert torch.equal(torch.get_rng_state(), state)
+
+    def off(P, k):
+        torch.set_grad_enabled(False)
+        return my_shift_table(P, k)
+
+    fb = check.shift_table(off)
+    assert "gradient tracking off" in fb.message and torch.is_grad_enabled()
 
 
-def _sequential_in_copy(x, p, t):
-    y = x.clone()
-    a = p * t
-    y[0] = y[0] * math.cos(a) - y[1] * math.sin(a)
-    y[1] = y[0] * math.sin(a) + y[1] * math.cos(a)  # uses the new y[0]
-    return y
+def test_the_references_pass_and_leave_the_caller_alone():
+    torch.manual_seed(7)
+    state = torch.get_rng_state()
+    for checker, ref in ((check.read_table, my_read_table), (check.shift_table, my_shift_table),
+                         (check.score_terms, my_score_terms), (check.rope_bug, my_rope_bug)):
+        assert checker(ref).passed
+    assert torch.equal(torch.get_rng_state(), state) and torch.is_grad_enabled()
 
 
-def _in_place(x, p, t):
-    x0, x1 = x[0].item(), x[1].item()
-    a = p * t
-    x[0] = x0 * math.cos(a) - x1 * math.sin(a)
-    x[1] = x0 * math.sin(a) + x1 * math.cos(a)
-    return x
-
-
-def _c(p, t):
-    return math.cos(p * t)
-
-
-def _s(p, t):
-    return math.sin(p * t)
-
-
-def _row_vector_rotation(x, p, t):  # x @ R with the shift exercise's R: turns the other way
-    a = p * t
-    R = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=x.dtype)
-    return x @ R
-
-
-ROTATE_MISTAKES = [
-    (_row_vector_rotation, "as x @ R does"),
-    # rotation the wrong way (clockwise)
-    (_by_formula(lambda x0, x1, p, t: (x0 * _c(p, t) + x1 * _s(p, t), -x0 * _s(p, t) + x1 * _c(p, t))), "clockwise"),
-    # the angle without the position
-    (_by_formula(lambda x0, x1, p, t: (x0 * _c(1, t) - x1 * _s(1, t), x0 * _s(1, t) + x1 * _c(1, t))),
-     "the position never enters"),
-    # the angle without theta
-    (_by_formula(lambda x0, x1, p, t: (x0 * _c(p, 1) - x1 * _s(p, 1), x0 * _s(p, 1) + x1 * _c(p, 1))),
-     "by the position alone"),
-    # degrees instead of radians: math.radians of an angle that already is in radians
-    (lambda x, p, t: turn(x, p, math.radians(t)), "no math.radians"),
-    # radians turned into degrees before cos and sin
-    (lambda x, p, t: turn(x, p, math.degrees(t)), "no math.degrees"),
-    # the position divided by theta
-    (lambda x, p, t: turn(x, 1, p / t), "not position / theta"),
-    # the components swapped
-    (lambda x, p, t: turn(x, p, t).flip(0), "components are swapped"),
-    # no rotation at all
-    (lambda x, p, t: x.clone(), "comes back unchanged"),
-    # sin and cos swapped
-    (_by_formula(lambda x0, x1, p, t: (x0 * _s(p, t) - x1 * _c(p, t), x0 * _c(p, t) + x1 * _s(p, t))),
-     "sin and cos are swapped"),
-    # the second component computed from the already-turned first one
-    (_sequential_in_copy, "already-turned first one"),
-    # one sign wrong, either place
-    (_by_formula(lambda x0, x1, p, t: (x0 * _c(p, t) + x1 * _s(p, t), x0 * _s(p, t) + x1 * _c(p, t))), "a sign is wrong"),
-    (_by_formula(lambda x0, x1, p, t: (x0 * _c(p, t) - x1 * _s(p, t), -x0 * _s(p, t) + x1 * _c(p, t))), "a sign is wrong"),
-    # the right numbers in a list, a tuple, a NumPy array
-    (lambda x, p, t: turn(x, p, t).tolist(), "the numbers are right, but return a torch tensor"),
-    (lambda x, p, t: tuple(turn(x, p, t)), "the numbers are right, but return a torch tensor"),
-    (lambda x, p, t: turn(x, p, t).numpy(), "the numbers are right, but return a torch tensor"),
-    # the right numbers in the wrong shape
-    (lambda x, p, t: turn(x, p, t)[None, :], "shape (2,)"),
-    (lambda x, p, t: turn(x, p, t)[:, None], "shape (2,)"),
-    # a complex number instead of a pair
-    (lambda x, p, t: torch.complex(x[0], x[1]) * torch.exp(torch.tensor(1j * p * t)), "real tensor"),
-    # x changed in place
-    (_in_place, "changed x in place"),
-    # the `return` forgotten
-    (lambda x, p, t: None, "forget the `return`"),
-    # NaN
-    (lambda x, p, t: turn(x, p, t) * float("nan"), "NaN"),
-    # unrecognized mistakes get the worked case: a half angle,
-    (lambda x, p, t: turn(x, p, t / 2), "the turned pair is"),
-    # a doubled angle, and a rotation that uses theta as a wavelength (2 pi / theta)
-    (lambda x, p, t: turn(x, p, 2 * t), "the turned pair is"),
-    (lambda x, p, t: turn(x, p, 2 * math.pi / t), "the turned pair is"),
-]
-
-
-@pytest.mark.parametrize("wrong,expected", ROTATE_MISTAKES)
-def test_rotate_pair_mistakes_get_their_hint(wrong, expected):
-    fb = check.rotate_pair(wrong)
-    assert fb.status == "hint" and expected in fb.message, fb
-    assert "your code raised" not in fb.message, fb  # the checker itself never fails
-
-
-@pytest.mark.parametrize(
-    "odd",
-    [
-        lambda x, p, t: "a string",
-        lambda x, p, t: {"x0": 1.0},
-        lambda x, p, t: torch.zeros(3),
-        lambda x, p, t: torch.zeros(0),
-        lambda x, p, t: torch.tensor([True, False]),
-        lambda x, p, t: torch.tensor([1, 2]),
-        lambda x, p, t: torch.tensor([float("inf"), 0.0]),
-        lambda x, p, t: 3.0,
-        lambda x, p, t: [1.0, 2.0, 3.0],
-        lambda x, p, t: (u for u in (1.0, 2.0)),
-    ],
-)
-def test_rotate_pair_never_fails_in_its_own_code(odd):
-    fb = check.rotate_pair(odd)
-    assert fb.status == "hint", fb
-    assert "your code raised" not in fb.message, fb
-
-
-def test_rotate_pair_reports_the_students_own_error():
-    def broken(x, position, theta):
-        return torch.cos(position * theta)  # torch.cos wants a tensor, not a float
-
-    fb = check.rotate_pair(broken)
-    assert fb.status == "hint" and "your code raised TypeError" in fb.message, fb
-
-
-def test_rotate_pair_right_only_on_the_test_cases_fails():
-    from companion.exercises.positional import _ROTATE_CASES
-
-    known = {(p, t) for _, _, p, t in _ROTATE_CASES}
-
-    def memorized(x, p, t):  # right on the graded cases, unrotated elsewhere
-        return turn(x, p, t) if (p, t) in known else x.clone()
-
-    fb = check.rotate_pair(memorized)
-    assert fb.status == "hint" and "positions 0..7" in fb.message, fb
-
-
-def test_rotate_pair_stub_not_attempted():
-    assert check.rotate_pair(stub).status == "not attempted"
-    assert check.rotate_pair(...).status == "not attempted"
-
-
-def test_integer_division_exponent_is_named_and_no_hint_quotes_matching_values():
-    floor = table(50, 16, lambda k, D: (2 * (k // 2)) // D)  # 2j // D is 0: every pair has frequency 1
-    small = table(9, 6, lambda k, D: (2 * (k // 2)) // D)
-    fb = check.sinusoidal(lambda T, D: floor if T == 50 else small)
-    assert fb.status == "hint" and "integer division" in fb.message
-    # The generic fallback quotes an entry where the student's table differs, never one where it agrees.
-    columns = lambda D: ((torch.arange(D) == 2) | (torch.arange(D) == 3)) * 0.5  # noqa: E731
-    shifted = check.sinusoidal(lambda T, D: sinusoidal_encoding(T, D) + columns(D))
-    assert shifted.kind == "generic" and "P[0, 2] should be sin(0 / 10000**(2/16)) = 0.0000" in shifted.message
+def test_a_rope_bug_answer_that_crashes_on_the_suspect_is_the_students_error():
+    fb = check.rope_bug(lambda rope, d: rope(torch.ones(d)) and "correct")
+    assert fb.status == "hint" and fb.kind == "raised" and "shape (T," in fb.message + fb.details

@@ -2,15 +2,16 @@
 
 * 1.5 ``my_saturation(q, K, V, scale)``: the largest softmax weight and the query's gradient, per row.
 * 2.5 ``my_is_equivariant(f, X)``: a test, written by the student, of permutation equivariance.
-* 4.4 ``my_leaks_future(f, x, t)``: a test of whether a layer lets positions ``<= t`` see the future.
+* 4.4 ``my_dependency_map(f, x)``: which input positions each output position of a layer reads.
 * 5.5 ``my_three_back(d)``: the matrix ``A = W_Q W_K^T`` of a head that attends three tokens back.
 * 5.6 ``my_rotary_qk(q, k, offset)``: RoPE on the queries and keys of every head, from ``offset``.
 
-The two "write a test" checkers run the student's test on layers whose answer is known (some
-equivariant or causal, some not, and a few traps: a circular convolution that survives a cyclic
-shift, a layer that leaks only into position 0, BatchNorm with running statistics, which does not
-leak; layers that leak from one future position only, or by 0.001). A test passes only if it answers
-every one of them right, and leaves its input untouched.
+The "write a test" checkers run the student's test on layers whose answer is known. 2.5: some
+equivariant, some not, and a few traps (a circular convolution that survives a cyclic shift). 4.4:
+layers whose dependency maps are written out by hand (BatchNorm with running statistics, which reads
+one position; layers that read one future position only, or by 0.001; layers whose output is 0
+whatever the input, on a batch of one sequence or one token). An answer passes only if it gets every
+one of them right, and leaves its input untouched.
 Every checker keeps to plain data: whatever the student's code returns (None, a string, a complex
 tensor, a huge int) gives a hint, never an error of the checker.
 """
@@ -25,7 +26,7 @@ import torch
 from . import _diff
 from ._core import StudentError, checker, describe, hint, passed
 
-__all__ = ["saturation", "equivariance_test", "future_leak_test", "three_back", "rotary_qk"]
+__all__ = ["saturation", "equivariance_test", "dependency_map", "three_back", "rotary_qk"]
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -313,7 +314,9 @@ class _RunningBatchNorm:
         return (x - self.mean) / torch.sqrt(self.var + 1e-5)
 
 
-def _leak_cases(d: int) -> list[tuple[str, Callable, bool]]:
+def _map_cases(B: int, T: int, d: int) -> list[tuple[str, Callable, torch.Tensor]]:
+    """(name, layer, its dependency map) for inputs of shape (B, T, d); maps built by hand, by reading
+    each layer (tests/test_exercises_early_extra.py checks them against the layers' Jacobians)."""
     def layer_norm(x):
         return torch.nn.functional.layer_norm(x, (x.shape[-1],))
 
@@ -333,81 +336,137 @@ def _leak_cases(d: int) -> list[tuple[str, Callable, bool]]:
         var = (x * x).cumsum(1) / count - mean * mean
         return (x - mean) / torch.sqrt(var.clamp_min(0) + 1e-5)
 
-    return [
-        ("f(x) = 2 x", lambda x: 2 * x, False),
-        ("LayerNorm over the features", layer_norm, False),
-        ("BatchNorm over batch and time (training statistics)", batch_norm_time, True),
-        ("BatchNorm with running statistics (evaluation)", _RunningBatchNorm(d), False),
-        ("BatchNorm over the batch, separately at each position", batch_norm_per_step, False),
-        ("a normalization by the statistics of positions 0..t", causal_running_norm, False),
-        ("causal attention", lambda x: _attention(x, causal=True), False),
-        ("attention without a mask", _attention, True),
-        ("adding the last token to every position", lambda x: x + x[:, -1:], True),
-        ("adding the previous token, wrapping around", lambda x: x + x.roll(1, dims=1), True),
-        # leaks from one future position only, which a test that changes only the last token misses
-        ("adding the next token (position t + 1) to position t", _add_next, True),
-        ("adding token 4 to every position", lambda x: x + x[:, 4:5], lambda t: t < 4),
-        # small leaks, which a loose tolerance (0.05, 0.01) misses
-        ("adding 0.001 times the last token", lambda x: x + 1e-3 * x[:, -1:], True),
-        ("adding 0.001 times the next token", lambda x: x + 1e-3 * (_add_next(x) - x), True),
+    eye = torch.eye(T, dtype=torch.bool)
+    ones = torch.ones(T, T, dtype=torch.bool)
+    nothing = torch.zeros(T, T, dtype=torch.bool)
+    last = eye.clone()
+    last[:, -1] = True
+    previous = eye | eye.roll(-1, dims=1)  # s reads s - 1, and 0 reads T - 1 (wrap-around)
+    following = eye | torch.ones(T, T, dtype=torch.bool).triu(1).tril(1)  # s reads s + 1
+    running = ones.tril()
+    running[0] = False  # position 0 is normalized by itself alone: always 0
+    cases = [
+        ("f(x) = 2 x", lambda x: 2 * x, eye),
+        ("LayerNorm over the features", layer_norm, eye),
+        # one sequence of one token: every output is 0, whatever the input
+        ("BatchNorm over batch and time (training statistics)", batch_norm_time, ones if B * T > 1 else nothing),
+        ("BatchNorm with running statistics (evaluation)", _RunningBatchNorm(d), eye),
+        # a batch of one sequence: every output is 0
+        ("BatchNorm over the batch, separately at each position", batch_norm_per_step, eye if B > 1 else nothing),
+        ("a normalization by the statistics of positions 0..s", causal_running_norm, running),
+        ("causal attention", lambda x: _attention(x, causal=True), ones.tril()),
+        ("attention without a mask", _attention, ones),
+        ("adding the last token to every position", lambda x: x + x[:, -1:], last),
+        ("adding the previous token, wrapping around", lambda x: x + x.roll(1, dims=1), previous),
+        ("adding the next token (position s + 1) to position s", _add_next, following),
+        ("adding 0.001 times the last token", lambda x: x + 1e-3 * x[:, -1:], last),
+        ("adding 0.001 times the next token", lambda x: x + 1e-3 * (_add_next(x) - x), following),
     ]
+    if T > 4:
+        four = eye.clone()
+        four[:, 4] = True
+        cases.append(("adding token 4 to every position", lambda x: x + x[:, 4:5], four))
+    return cases
 
 
 def _add_next(x):
-    """Position t gets x[t] + x[t + 1] (the last position gets nothing more)."""
+    """Position s gets x[s] + x[s + 1] (the last position gets nothing more)."""
     return x + torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)
 
 
+#: (B, T, d, dtype, x requires grad, under no_grad): six positions; one sequence of one token; a batch of
+#: one sequence in float32 whose tokens require grad; an odd number of positions under no_grad.
+_MAP_INPUTS = [
+    (3, 6, 4, torch.float64, False, False),
+    (1, 1, 4, torch.float64, False, False),
+    (1, 5, 4, torch.float32, True, False),
+    (2, 7, 3, torch.float64, False, True),
+]
+
+
+def _bool_map(got: Any, call: str, T: int) -> torch.Tensor:
+    """The student's map as a (T, T) bool tensor, or a hint."""
+    if got is None:
+        hint(f"{call} returned None: did you forget the `return`?")
+    if isinstance(got, bool) or (isinstance(got, torch.Tensor) and got.numel() == 1 and T > 1):
+        hint(f"{call} returned one answer ({describe(got)}); return the whole map, a ({T}, {T}) tensor of "
+             "booleans with one entry per (output position, input position).")
+    if not isinstance(got, torch.Tensor):
+        hint(f"{call} should return a ({T}, {T}) tensor of booleans; it returned {describe(got)}.")
+    if tuple(got.shape) != (T, T):
+        hint(f"{call} should return a ({T}, {T}) map, one row per output position and one column per input "
+             f"position; it has shape {tuple(got.shape)}.")
+    if got.dtype != torch.bool:
+        hint(f"{call} returned a map of dtype {got.dtype}; return booleans (torch.bool): for instance "
+             "D = torch.zeros(T, T, dtype=torch.bool), then D[s, u] = True.")
+    return got.detach()
+
+
 @checker("Exercise 4.4")
-def future_leak_test(my_leaks_future) -> None:
-    """``my_leaks_future(f, x, t)`` -> True iff an output at a position ``<= t`` depends on inputs after ``t``."""
-    B, T, d = 3, 6, 4
-    x = torch.randn(B, T, d, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
-    said: dict[tuple[str, int], bool] = {}
-    expected: dict[tuple[str, int], bool] = {}
-    for t in (2, 0, 4):
-        for name, f, leaks in _leak_cases(d):
-            x_in = x.clone()
-            with torch.random.fork_rng(devices=[]):  # the same draws on every run
+def dependency_map(my_dependency_map) -> None:
+    """``my_dependency_map(f, x)`` -> ``(T, T)`` bool: ``D[s, u]`` iff outputs at ``s`` change with inputs at ``u``."""
+    said: dict[tuple[str, int], torch.Tensor] = {}
+    expected: dict[tuple[str, int], torch.Tensor] = {}
+    for B, T, d, dtype, grad, no_grad in _MAP_INPUTS:
+        x = torch.randn(B, T, d, generator=torch.Generator().manual_seed(40 + T), dtype=torch.float64).to(dtype)
+        for name, f, want in _map_cases(B, T, d):
+            x_in = x.clone().requires_grad_(grad)
+            call = f"my_dependency_map(<{name}>, x of shape {(B, T, d)})"
+            with torch.random.fork_rng(devices=[]):  # the same draws on every run; the caller's state kept
                 torch.manual_seed(2025)
-                said[name, t] = _verdict(my_leaks_future(f, x_in, t), f"my_leaks_future(<{name}>, x, t={t})")
-            if not torch.equal(x_in, x):
-                hint("your test changed x itself (an in-place assignment such as x[:, t + 1:] = ...): "
-                     "change a copy (x.clone()) and leave the caller's tensor as it was.")
-            expected[name, t] = leaks(t) if callable(leaks) else leaks
-    wrong = [key for key in said if said[key] != expected[key]]
+                if no_grad:
+                    with torch.no_grad():
+                        got = my_dependency_map(f, x_in)
+                else:
+                    got = my_dependency_map(f, x_in)
+            if not torch.equal(x_in.detach(), x) or x_in.requires_grad != grad or x_in.grad is not None:
+                hint("your function changed x (its values, its requires_grad or its .grad): change a copy "
+                     "(x.clone()) and compare outputs without backward().")
+            said[name, T] = _bool_map(got, call, T)
+            expected[name, T] = want
+    wrong = [key for key in said if not torch.equal(said[key], expected[key])]
     if not wrong:
-        passed("it catches BatchNorm over time and unmasked attention, and clears LayerNorm, causal "
-               "attention and BatchNorm with running statistics.")
-    answers = list(said.values())
-    if all(answers):
-        hint("your test says every layer leaks the future, even f(x) = 2 x. Compare only the outputs at "
-             "positions 0..t (out[:, :t + 1]), and change only the inputs after t (x[:, t + 1:]).")
-    if not any(answers):
-        hint("your test never finds a leak, not even in attention without a mask. Change the inputs "
-             "after t by a visible amount (add 1, or draw new random tokens) and compare the outputs at "
-             "positions 0..t before and after.")
-    if said["f(x) = 2 x", 2]:
-        hint("for f(x) = 2 x your test reports a leak: it must look only at the outputs at positions "
-             "0..t (out[:, :t + 1]), which cannot change when only the inputs after t change, and it "
-             "must not change any input at a position <= t.")
-    small = [key for key in wrong if "0.001" in key[0]]
+        passed("every map is right: LayerNorm and BatchNorm with running statistics read one position, causal "
+               "attention the past, BatchNorm over time and unmasked attention everything, and a layer whose "
+               "output never moves reads nothing. No True above the diagonal: the layer never sees the future.")
+    maps = list(said.items())
+    if all(bool(m.all()) for _, m in maps):
+        hint("your map is all True for every layer, even f(x) = 2 x, whose output at s reads only position s. "
+             "Change only the inputs at position u, and compare the outputs at each position s separately.")
+    if not any(bool(m.any()) for _, m in maps):
+        hint("your map is all False for every layer, even f(x) = 2 x. Change the inputs at position u by a "
+             "visible amount (add 1, or draw new random values) and compare f's outputs before and after.")
+    if all(torch.equal(m, torch.eye(m.shape[0], dtype=torch.bool)) for _, m in maps):
+        hint("your map says every layer reads each position alone, even unmasked attention. Compute each "
+             "entry: change position u, then look at every output position s.")
+    if all(torch.equal(said[k].T, expected[k]) for k in wrong):
+        hint("your map is transposed: row s is the output position, column u the input position you change. "
+             "For causal attention the map is lower triangular (position s reads u <= s).")
+    absorbed = ("LayerNorm over the features", "BatchNorm over the batch, separately at each position")
+    if all(k[0] in absorbed and not bool((said[k] & ~expected[k]).any()) for k in wrong):
+        hint(f"your map misses that the output at s reads position s for {wrong[0][0]}: adding the same number "
+             "to every feature of a token, or to every sequence (x[:, u] + 1), leaves a normalization unchanged, "
+             "since its mean absorbs it. Change the inputs at u by different amounts (new random values).")
+    small = [k for k in wrong if "0.001" in k[0]]
     if small and len(small) == len(wrong):
-        hint(f"your test misses a small leak ({small[0][0]}, t = {small[0][1]}): an output that moves by "
-             "0.001 has changed. Compare exactly (torch.equal) or with torch.allclose's tight defaults, "
-             "not with a loose tolerance.")
-    single = [key for key in wrong if key[0] in ("adding the next token (position t + 1) to position t",
-                                                  "adding token 4 to every position")]
-    if single:
-        hint(f"your test misses a layer that leaks from one future position only ({single[0][0]}, "
-             f"t = {single[0][1]}): change every input after t (x[:, t + 1:]), not only some of them.")
-    if not said["adding the previous token, wrapping around", 2]:
-        hint("a layer that adds the previous token with wrap-around (x.roll(1, dims=1)) gives position 0 "
-             "the last token: your test misses it. Compare every output at positions 0..t, not only "
-             "position t.")
-    name, t = wrong[0]
-    hint(f"for {name} at t = {t} your test says {said[name, t]}; the right answer is "
-         f"{expected[name, t]}.", generic=True)
+        hint(f"your map misses a small dependence ({small[0][0]}): an output that moves by 0.001 has changed. "
+             "Compare exactly (torch.equal) or with torch.allclose's tight defaults, not with a loose tolerance.")
+    constant = [k for k in wrong if not bool(expected[k].any())]
+    if constant and len(constant) == len(wrong):
+        name, T = constant[0]
+        hint(f"for {name}, on {'one token' if T == 1 else 'a batch of one sequence'}, every output is 0 "
+             "whatever the input (each value is normalized by itself alone): that layer reads nothing, its map "
+             "is all False. Do not assume that a position reads itself; measure the diagonal too.")
+    if all(torch.equal(said[k], expected[k] | torch.eye(k[1], dtype=torch.bool)) for k in wrong):
+        hint("the diagonal of your map is always True, but a position does not always read itself (BatchNorm "
+             "over a batch of one sequence outputs 0 whatever the input): measure the diagonal like every other "
+             "entry.")
+    name, T = wrong[0]
+    bad = (said[name, T] != expected[name, T]).nonzero()[0].tolist()
+    s, u = bad
+    hint(f"for {name} (T = {T}) your map says D[{s}, {u}] = {bool(said[name, T][s, u])}; the outputs at position "
+         f"{s} {'do' if bool(expected[name, T][s, u]) else 'do not'} change when only the inputs at position {u} "
+         "change.", generic=True)
 
 
 # --------------------------------------------------------------------------- 5.5
