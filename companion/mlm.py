@@ -16,6 +16,8 @@ The objective of BERT (Devlin et al., 2019), on the characters of chapter 7:
   layer on it, for fine-tuning on a labelled task.
 * :func:`pad_batch` / :func:`encode_lines`: batches of lines of different lengths, with the key
   mask that hides the padding from attention.
+* :func:`mlm_step`, :func:`classifier_step`: one pre-training step and one fine-tuning step (the
+  references of exercises 10.4 and 10.6).
 * :func:`train_mlm`, :func:`fine_tune`: small training loops that reuse chapter 7's schedule
   (:func:`companion.train.learning_rate`) and optimizer (:func:`companion.train.make_optimizer`).
 * :func:`score_both_sides`, :func:`score_left_only`: the loss of predicting chosen characters of a
@@ -61,6 +63,8 @@ __all__ = [
     "EncoderClassifier",
     "swap_letters",
     "mlm_batch",
+    "mlm_step",
+    "classifier_step",
     "estimate_mlm_loss",
     "train_mlm",
     "spoken_lines",
@@ -540,14 +544,58 @@ def _check_train_args(model, cls, cfg, steps) -> int:
     return steps
 
 
-def _optimizer_step(model: nn.Module, optimizer, loss: Tensor, lr: float, grad_clip: float) -> None:
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    optimizer.zero_grad(set_to_none=True)
+def _optimizer_step(model: nn.Module, optimizer, loss: Tensor, max_norm: float) -> None:
+    optimizer.zero_grad(set_to_none=True)  # gradients left by earlier code must not count
     loss.backward()
-    if grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if max_norm > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     optimizer.step()
+
+
+def _check_step_args(model, cls, optimizer, max_norm) -> None:
+    if not isinstance(model, cls):
+        raise TypeError(f"`model` must be a companion.mlm.{cls.__name__} (got {type(model).__name__})")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"`optimizer` must be a torch.optim.Optimizer (got {type(optimizer).__name__})")
+    if isinstance(max_norm, bool) or not isinstance(max_norm, (int, float)) or not max_norm >= 0:
+        raise ValueError(f"`max_norm` must be a number >= 0, 0 for no clipping (got {max_norm!r})")
+
+
+def mlm_step(model: EncoderLM, optimizer: torch.optim.Optimizer, ids: Tensor, tokenizer: MaskedCharTokenizer, *,
+             key_mask: Tensor | None = None, generator: torch.Generator | None = None,
+             max_norm: float = 0.0) -> float | None:
+    """One masked-LM pre-training step on the batch ``ids`` (``[CLS]`` first, maybe ``[PAD]`` at
+    the end, with its ``key_mask``).
+
+    :func:`mask_tokens` draws the masks from ``generator``; the model scores the chosen
+    positions (:func:`mlm_loss`); the gradients the model arrived with are zeroed, then backward,
+    clipping to ``max_norm`` (0: none) and the optimizer's step. Returns the loss (a float), or
+    None, with the model and the optimizer untouched, when no position of the batch was chosen
+    (possible for a few short lines): there is nothing to learn from.
+
+    Shapes: ids (B, T), key_mask (B, T) bool or None -> float or None.
+    """
+    _check_step_args(model, EncoderLM, optimizer, max_norm)
+    inputs, labels = mask_tokens(ids, tokenizer, generator=generator)  # (B, T) each
+    if not bool((labels != IGNORE_INDEX).any()):
+        return None
+    _, loss = model(inputs, labels, key_mask=key_mask)
+    _optimizer_step(model, optimizer, loss, max_norm)
+    return loss.item()
+
+
+def classifier_step(model: EncoderClassifier, optimizer: torch.optim.Optimizer, ids: Tensor, key_mask: Tensor,
+                    labels: Tensor, *, max_norm: float = 0.0) -> float:
+    """One fine-tuning step: the classifier's logits on the ``[CLS]`` summary of each line, their
+    mean cross-entropy against ``labels``, zeroed gradients, backward, clipping to ``max_norm``
+    (0: none), the optimizer's step. Returns the loss (a float).
+
+    Shapes: ids, key_mask (B, T) with [CLS] at position 0; labels (B,) -> float.
+    """
+    _check_step_args(model, EncoderClassifier, optimizer, max_norm)
+    _, loss = model(ids, labels, key_mask=key_mask)
+    _optimizer_step(model, optimizer, loss, max_norm)
+    return loss.item()
 
 
 def train_mlm(model: EncoderLM, train_ids: Tensor, tokenizer: MaskedCharTokenizer, cfg: TrainConfig, *,
@@ -582,14 +630,17 @@ def train_mlm(model: EncoderLM, train_ids: Tensor, tokenizer: MaskedCharTokenize
     start = time.perf_counter()
     for step in range(steps):
         lr = learning_rate(min(1.0, step / cfg.max_steps), cfg)
-        inputs, labels = mlm_batch(train_ids, tok, cfg.batch_size, T, g)  # (B, T) each
-        _, loss = model(inputs, labels)
-        _optimizer_step(model, optimizer, loss, lr, cfg.grad_clip)
-        value = loss.item()
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        windows, _ = get_batch(train_ids, cfg.batch_size, T - 1, g)  # (B, T - 1), then the masks
+        ids = torch.cat([torch.full((cfg.batch_size, 1), tok.cls_id, dtype=torch.long), windows], dim=1)
+        value = mlm_step(model, optimizer, ids, tok, generator=g, max_norm=cfg.grad_clip)
+        if value is None:  # no position chosen in the whole batch (0.85 ** (B * (T - 1))): no step
+            continue
         if not math.isfinite(value):
             raise FloatingPointError(f"the training loss became {value} at step {step + 1}; lower the learning rate")
         h.steps.append(step + 1), h.train_loss.append(value), h.lr.append(lr)
-        h.tokens += inputs.numel()
+        h.tokens += ids.numel()
         if evaluate and cfg.eval_interval and (step + 1) % cfg.eval_interval == 0:
             h.eval_steps.append(step + 1), h.val_loss.append(evaluate())
             if progress:
@@ -669,11 +720,13 @@ def fine_tune(model: EncoderClassifier, ids: Tensor, key_mask: Tensor, labels: T
     start = time.perf_counter()
     for step in range(steps):
         lr = learning_rate(min(1.0, step / cfg.max_steps), cfg)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
         rows = torch.randint(len(ids), (cfg.batch_size,), generator=g)  # (b,)
         T = int(lengths[rows].max())
-        _, loss = model(ids[rows, :T], labels[rows], key_mask=key_mask[rows, :T])
-        _optimizer_step(model, optimizer, loss, lr, cfg.grad_clip)
-        h.steps.append(step + 1), h.train_loss.append(loss.item()), h.lr.append(lr)
+        value = classifier_step(model, optimizer, ids[rows, :T], key_mask[rows, :T], labels[rows],
+                                max_norm=cfg.grad_clip)
+        h.steps.append(step + 1), h.train_loss.append(value), h.lr.append(lr)
         h.tokens += int(key_mask[rows, :T].sum())
     h.seconds = time.perf_counter() - start
     model.eval()

@@ -11,8 +11,9 @@ from torch.nn.utils.rnn import pad_sequence
 
 from companion.exercises import mlm as check
 from mutation_harness import Exercise, Mutant, make_tests
-from test_exercises_mlm import (LOSS_WRONG, MASK_WRONG, PAD_WRONG, SWAP_WRONG, letter_pairs, right_loss, right_mask,
-                                right_pad, right_swap, rule, swap_at)
+from test_exercises_mlm import (CLS_STEP_WRONG, LOSS_WRONG, MASK_WRONG, MLM_STEP_WRONG, PAD_WRONG, SWAP_WRONG,
+                                _cls_step_with, _mlm_step_with, letter_pairs, right_cls_step, right_loss, right_mask,
+                                right_mlm_step, right_pad, right_swap, rule, swap_at)
 
 
 #: Table entries whose message is a generic description of the difference: any hint is right.
@@ -126,11 +127,28 @@ SWAP_EXTRA = [
     Mutant("the global generator", lambda line, g: right_swap(line, None), "the same seed gave another swap"),
 ]
 
+MLM_STEP_EXTRA = [
+    Mutant("never zeroes, never steps", _mlm_step_with(zero="never", step=False), "call optimizer.step()"),
+    Mutant("returns None every time", lambda *a: None, "never drew from the generator it is given"),
+    Mutant("the unmasked ids, scored everywhere", _mlm_step_with(masked=False, labels_of="ids")),
+    Mutant("raises on purpose", lambda *a: 1 / 0, "ZeroDivisionError", raised=True),
+]
+
+CLS_STEP_EXTRA = [
+    Mutant("the max over the line", _cls_step_with(where="max")),
+    Mutant("never zeroes, never steps", _cls_step_with(zero=False, step=False), "call optimizer.step()"),
+    Mutant("returns None", _cls_step_with(ret="none")),
+    Mutant("indexes a missing row", lambda b, h, o, i, k, y: b.hidden(i, k)[len(i)], "IndexError", raised=True),
+    Mutant("no key mask and the mean", lambda b, h, o, i, k, y: _cls_step_with(where="mean", key=False)(b, h, o, i, k, y)),
+]
+
 EXERCISES = [
     Exercise(check.mask_tokens, right_mask, mutants(MASK_WRONG) + MASK_EXTRA),
     Exercise(check.mlm_loss, right_loss, mutants(LOSS_WRONG) + LOSS_EXTRA),
     Exercise(check.pad_batch, right_pad, mutants(PAD_WRONG) + PAD_EXTRA),
+    Exercise(check.mlm_step, right_mlm_step, mutants(MLM_STEP_WRONG) + MLM_STEP_EXTRA),
     Exercise(check.swap_letters, right_swap, mutants(SWAP_WRONG) + SWAP_EXTRA),
+    Exercise(check.cls_step, right_cls_step, mutants(CLS_STEP_WRONG) + CLS_STEP_EXTRA),
 ]
 
 test_reference_passes_and_enough_mutants, test_mutant_is_caught, test_specific_hints_name_their_mistake = make_tests(EXERCISES)

@@ -313,7 +313,7 @@ def test_pass_messages_fit_78_columns():
         assert all(len(line) <= 78 for line in str(fb).splitlines()), str(fb)
 
 
-# --------------------------------------------------------------------------- Exercise 10.4
+# --------------------------------------------------------------------------- Exercise 10.5
 
 
 def letter_pairs(line, *, letters=str.isalpha, differ=True, stop=1):
@@ -486,3 +486,217 @@ def test_swap_not_implemented_in_one_branch_is_named():
     for answer, where in ((no_pair_branch_missing, "which has no two adjacent"), (pair_branch_missing, "'Ahemm'")):
         fb = check.swap_letters(answer)
         assert fb.status == "hint" and "NotImplementedError" in fb.message and where in fb.message, fb
+
+
+# --------------------------------------------------------------------------- Exercise 10.4
+
+
+def right_mlm_step(model, optimizer, ids, key_mask, tokenizer, generator):
+    inputs, labels = mask_tokens(ids, tokenizer, generator=generator)
+    if not (labels != -100).any():
+        return None  # nothing chosen: nothing to learn from
+    _, loss = model(inputs, labels, key_mask=key_mask)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def _own_loss_step(model, optimizer, ids, key_mask, tokenizer, generator):
+    """Another right answer: the logits, then the loss by hand (exercise 10.2), zero_grad at the start."""
+    optimizer.zero_grad(set_to_none=False)
+    inputs, labels = mask_tokens(ids, tokenizer, generator=generator)
+    scored = labels != -100
+    if int(scored.sum()) == 0:
+        return None
+    logits, _ = model(inputs, key_mask=key_mask)
+    logp = torch.log_softmax(logits[scored], dim=-1)
+    loss = -logp.gather(1, labels[scored][:, None]).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return float(loss)
+
+
+def _mlm_step_with(*, masked=True, key=True, labels_of="labels", zero="start", step=True, none=True,
+                   generator_of="given", ret="item", extra_draw=False, row_mean=False, draw_first=False):
+    """A masked-LM step with one mistake at a time."""
+    def fn(model, optimizer, ids, key_mask, tokenizer, generator):
+        g = {"given": generator, "global": None, "own": torch.Generator().manual_seed(0)}[generator_of]
+        if zero == "start":
+            optimizer.zero_grad()
+        if draw_first:
+            torch.randperm(len(ids), generator=generator)
+        inputs, labels = mask_tokens(ids, tokenizer, generator=g)
+        if extra_draw:
+            torch.rand(1, generator=generator)
+        chosen = labels != -100
+        if none and not chosen.any():
+            return None
+        logits, _ = model(inputs if masked else ids, key_mask=key_mask if key else None)
+        target = {"labels": labels, "ids": ids, "inputs": torch.where(chosen, inputs, -100)}[labels_of]
+        if row_mean:
+            logp = logits.log_softmax(-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+            loss = -((logp * chosen).sum(1) / chosen.sum(1)).mean()
+        else:
+            loss = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=-100)
+        loss.backward()
+        if step:
+            optimizer.step()
+        if zero == "end":
+            optimizer.zero_grad()
+        return {"item": loss.item(), "tensor": loss, "first": 0.0}[ret]
+    return fn
+
+
+#: Wrong steps and the hint each must get.
+MLM_STEP_WRONG = {
+    "zero them BEFORE": _mlm_step_with(zero="end"),
+    "call optimizer.zero_grad() before": _mlm_step_with(zero="never"),
+    "feed it the masked inputs": _mlm_step_with(masked=False),
+    "pass key_mask=key_mask": _mlm_step_with(key=False),
+    "score only the chosen positions": _mlm_step_with(labels_of="ids"),
+    "the labels are the ORIGINAL tokens": _mlm_step_with(labels_of="inputs"),
+    "call optimizer.step()": _mlm_step_with(step=False),
+    "return None (and make no update)": _mlm_step_with(none=False),
+    "drew from torch's global random generator": _mlm_step_with(generator_of="global"),
+    "never drew from the generator": _mlm_step_with(generator_of="own"),
+    "your masks are not those of mask_tokens": _mlm_step_with(draw_first=True),
+    "draw nothing else from the generator": _mlm_step_with(extra_draw=True),
+    "you averaged the loss of each row": _mlm_step_with(row_mean=True),
+    "return the loss as a Python float": _mlm_step_with(ret="tensor"),
+    "is not this step's loss": _mlm_step_with(ret="first"),
+}
+
+
+def test_mlm_step_right_answers_pass():
+    for answer in (right_mlm_step, _own_loss_step):
+        fb = check.mlm_step(answer)
+        assert fb.passed, fb
+
+
+@pytest.mark.parametrize("expect", list(MLM_STEP_WRONG))
+def test_mlm_step_wrong_answers_get_their_hint(expect):
+    fb = check.mlm_step(MLM_STEP_WRONG[expect])
+    assert not fb.passed and expect in fb.message, fb
+
+
+def test_mlm_step_state_and_companion():
+    def leaves_eval(model, *args):
+        out = right_mlm_step(model, *args)
+        model.eval()
+        return out
+
+    def calls_companion(model, optimizer, ids, key_mask, tokenizer, generator):
+        from companion.mlm import mlm_step
+        return mlm_step(model, optimizer, ids, tokenizer, key_mask=key_mask, generator=generator)
+
+    def no_grad_left(model, optimizer, ids, key_mask, tokenizer, generator):
+        out = right_mlm_step(model, optimizer, ids, key_mask, tokenizer, generator)
+        torch.set_grad_enabled(False)
+        return out
+
+    try:
+        for answer, expect in ((leaves_eval, "mode"), (calls_companion, "companion's mlm_step"),
+                               (no_grad_left, "grad mode")):
+            fb = check.mlm_step(answer)
+            assert not fb.passed and expect in fb.message, (answer, fb)
+    finally:
+        torch.set_grad_enabled(True)
+    assert check.mlm_step(stub).status == "not attempted"
+    for odd in ODD_RETURNS:
+        fb = check.mlm_step(lambda *a, odd=odd: odd)
+        assert not fb.passed and fb.kind != "internal", (odd, fb)
+
+
+# --------------------------------------------------------------------------- Exercise 10.6
+
+
+def right_cls_step(body, head, optimizer, ids, key_mask, labels):
+    h = body.hidden(ids, key_mask)  # (B, T, d)
+    logits = head(h[:, 0])  # the [CLS] position
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def _log_softmax_cls_step(body, head, optimizer, ids, key_mask, labels):
+    """Another right answer: zero_grad first, the loss by hand with log_softmax and gather."""
+    optimizer.zero_grad()
+    cls_state = body.hidden(ids, key_mask=key_mask)[:, 0, :]
+    logp = torch.log_softmax(head(cls_state), dim=-1)
+    loss = -logp.gather(1, labels[:, None]).mean()
+    loss.backward()
+    optimizer.step()
+    return float(loss)
+
+
+def _cls_step_with(*, where="cls", key=True, softmax=False, reduction="mean", zero=True, step=True, ret="item"):
+    def fn(body, head, optimizer, ids, key_mask, labels):
+        if zero:
+            optimizer.zero_grad()
+        h = body.hidden(ids, key_mask if key else None)
+        if where == "cls":
+            s = h[:, 0]
+        elif where == "last":
+            s = h[torch.arange(len(ids)), key_mask.sum(1) - 1]
+        elif where == "mean":
+            m = key_mask[..., None].to(h.dtype)
+            s = (h * m).sum(1) / m.sum(1)
+        elif where == "max":
+            s = h.masked_fill(~key_mask[..., None], -1e9).max(1).values
+        else:
+            s = h[:, where]
+        logits = head(s)
+        loss = F.cross_entropy(logits.softmax(-1) if softmax else logits, labels, reduction=reduction)
+        loss.backward()
+        if step:
+            optimizer.step()
+        return {"item": loss.item(), "tensor": loss, "none": None}[ret]
+    return fn
+
+
+CLS_STEP_WRONG = {
+    "pass key_mask to body.hidden": _cls_step_with(key=False),
+    "last real token": _cls_step_with(where="last"),
+    "you averaged the hidden states": _cls_step_with(where="mean"),
+    "you read position 1": _cls_step_with(where=1),
+    "you read the last column": _cls_step_with(where=-1),
+    "F.cross_entropy takes the raw logits": _cls_step_with(softmax=True),
+    "not the sum": _cls_step_with(reduction="sum"),
+    "call optimizer.zero_grad() before": _cls_step_with(zero=False),
+    "call optimizer.step()": _cls_step_with(step=False),
+    "return the loss as a Python float": _cls_step_with(ret="tensor"),
+}
+
+
+def test_cls_step_right_answers_pass():
+    for answer in (right_cls_step, _log_softmax_cls_step):
+        fb = check.cls_step(answer)
+        assert fb.passed, fb
+
+
+@pytest.mark.parametrize("expect", list(CLS_STEP_WRONG))
+def test_cls_step_wrong_answers_get_their_hint(expect):
+    fb = check.cls_step(CLS_STEP_WRONG[expect])
+    assert not fb.passed and expect in fb.message, fb
+
+
+def test_cls_step_refuses_the_companion_and_odd_returns():
+    def with_summary(body, head, optimizer, ids, key_mask, labels):
+        loss = F.cross_entropy(head(body.summary(ids, key_mask)), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    fb = check.cls_step(with_summary)
+    assert not fb.passed and "summary" in fb.message, fb
+    fb = check.cls_step(_cls_step_with(where="max"))
+    assert not fb.passed, fb
+    assert check.cls_step(stub).status == "not attempted"
+    for odd in ODD_RETURNS:
+        fb = check.cls_step(lambda *a, odd=odd: odd)
+        assert not fb.passed and fb.kind != "internal", (odd, fb)

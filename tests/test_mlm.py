@@ -24,9 +24,11 @@ from companion.mlm import (
     held_out_positions,
     labelled_lines,
     main,
+    classifier_step,
     mask_tokens,
     mlm_batch,
     mlm_loss,
+    mlm_step,
     pad_batch,
     swap_letters,
     score_both_sides,
@@ -647,3 +649,83 @@ def test_swap_letters_against_brute_force():
         swap_letters(["a", "b"], torch.Generator())
     with pytest.raises(TypeError, match="`generator` must be None or a torch.Generator"):
         swap_letters("ab", 0)
+
+
+# --------------------------------------------------------------------------- the two steps
+
+
+def test_mlm_step_equals_the_steps_written_out(tok):
+    """mlm_step against the same step written out with torch alone: the masks of mask_tokens from the
+    caller's generator, cross_entropy over the chosen positions, zero_grad, backward, step."""
+    ids, key_mask = encode_lines(["O, that way madness lies;", "Ay, sir.", "Now is the winter"], tok, 33)
+    runs = []
+    for manual in (False, True):
+        model = tiny_model(tok, context_length=33).train()
+        for p in model.parameters():
+            p.grad = torch.ones_like(p)  # stale gradients: they must not count
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        g = torch.Generator().manual_seed(3)
+        before = torch.get_rng_state()
+        if manual:
+            inputs, labels = mask_tokens(ids, tok, generator=g)
+            logits, _ = model(inputs, key_mask=key_mask)
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            value = loss.item()
+        else:
+            value = mlm_step(model, opt, ids, tok, key_mask=key_mask, generator=g)
+        assert torch.equal(torch.get_rng_state(), before)
+        runs.append((value, [p.detach().clone() for p in model.parameters()], g.get_state()))
+    (v1, p1, g1), (v2, p2, g2) = runs
+    assert v1 == pytest.approx(v2, rel=1e-6) and torch.equal(g1, g2)
+    for a, b in zip(p1, p2):
+        torch.testing.assert_close(a, b)
+
+
+def test_mlm_step_with_nothing_chosen_changes_nothing(tok):
+    ids = torch.tensor([[tok.cls_id, 5, tok.pad_id]])
+    seed = next(s for s in range(100) if (mask_tokens(ids, tok, generator=torch.Generator().manual_seed(s))[1]
+                                          == -100).all())
+    model = tiny_model(tok)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.5)
+    before = [p.detach().clone() for p in model.parameters()]
+    assert mlm_step(model, opt, ids, tok, generator=torch.Generator().manual_seed(seed)) is None
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())) and not opt.state
+
+
+def test_classifier_step_equals_the_steps_written_out(tok):
+    ids, key_mask = encode_lines(["O, that way madness lies;", "Ay, sir."], tok, 33)
+    labels = torch.tensor([1, 0])
+    runs = []
+    for manual in (False, True):
+        torch.manual_seed(0)
+        clf = EncoderClassifier(tiny_model(tok, context_length=33), n_classes=2)
+        opt = torch.optim.SGD(clf.parameters(), lr=0.1)
+        if manual:
+            loss = F.cross_entropy(clf.classifier(clf.body.hidden(ids, key_mask)[:, 0]), labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            value = loss.item()
+        else:
+            value = classifier_step(clf, opt, ids, key_mask, labels)
+        runs.append((value, [p.detach().clone() for p in clf.parameters()]))
+    assert runs[0][0] == pytest.approx(runs[1][0], rel=1e-6)
+    for a, b in zip(runs[0][1], runs[1][1]):
+        torch.testing.assert_close(a, b)
+
+
+def test_step_errors(tok):
+    model = tiny_model(tok)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ids = torch.tensor([[tok.cls_id, 5, 6]])
+    with pytest.raises(TypeError, match="`optimizer` must be a torch.optim.Optimizer"):
+        mlm_step(model, "adam", ids, tok)
+    with pytest.raises(TypeError, match="`model` must be a companion.mlm.EncoderLM"):
+        mlm_step(GPT(GPTConfig()), opt, ids, tok)
+    with pytest.raises(ValueError, match="`max_norm` must be a number >= 0"):
+        mlm_step(model, opt, ids, tok, max_norm=-1)
+    with pytest.raises(TypeError, match="`model` must be a companion.mlm.EncoderClassifier"):
+        classifier_step(model, opt, ids, None, torch.tensor([0]))

@@ -13,22 +13,31 @@
   last one included, can be the random replacement.
 * Exercise 10.2, the loss over the chosen positions only (deterministic).
 * Exercise 10.3, padding a batch of lines and its key mask (deterministic).
-* Exercise 10.4, one swap of two adjacent, different letters (the probe's task): every answer on
+* Exercise 10.4, one masked-LM pre-training step (mask_tokens with the caller's generator, the model
+  on the masked inputs with the key mask, the loss over the chosen positions, zero_grad, backward,
+  step; None when nothing is chosen): differential, against the reference step, on generated edge
+  classes, with the parameters, the returned losses and the generator's state compared.
+* Exercise 10.5, one swap of two adjacent, different letters (the probe's task): every answer on
   fixed lines must be one of the swaps listed by brute force; lines with no such pair must raise
   ValueError; 4,000 draws on one line must spread over its 7 pairs uniformly (Bernstein margins
   at ``DELTA``), and the same seed must give the same swap.
+* Exercise 10.6, one fine-tuning step of a linear head on the ``[CLS]`` hidden state: differential,
+  against the reference step, on generated edge classes (padding, a batch of one, three classes,
+  float64), with the parameters and the returned losses compared.
 """
 from __future__ import annotations
 
+import inspect
 import math
+import re
 
 import torch
 import torch.nn.functional as F
 
-from ._core import StudentError, attempt, checker, close, hint, passed, require_graph
+from ._core import StudentError, attempt, checker, close, first_difference, hint, passed, require_graph, source_facts
 from .rules import watch
 
-__all__ = ["mask_tokens", "mlm_loss", "pad_batch", "swap_letters", "N_CHARS", "PAD_ID", "MASK_ID", "CLS_ID"]
+__all__ = ["mask_tokens", "mlm_loss", "pad_batch", "mlm_step", "swap_letters", "cls_step", "N_CHARS", "PAD_ID", "MASK_ID", "CLS_ID"]
 
 #: The chapter's vocabulary: 69 characters, then [PAD], [MASK], [CLS].
 N_CHARS, PAD_ID, MASK_ID, CLS_ID = 69, 69, 70, 71
@@ -437,6 +446,318 @@ def _check_pad(my_pad_batch, seqs, PAD_ID) -> None:
 # --------------------------------------------------------------------------- Exercise 10.4
 
 
+def _tokenizer():
+    """A tokenizer of the chapter's shape (69 characters, then [PAD], [MASK], [CLS]), no corpus needed."""
+    from companion.mlm import MaskedCharTokenizer
+
+    return MaskedCharTokenizer("".join(chr(0x21 + i) for i in range(N_CHARS)))
+
+
+def _tiny_encoder(seed: int, dtype: torch.dtype = torch.float32):
+    """A small companion EncoderLM with every parameter drawn at random (seeded; the global RNG is
+    untouched), no dropout."""
+    from companion.mlm import EncoderLM, EncoderLMConfig
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = EncoderLM(EncoderLMConfig(vocab_size=N_CHARS + 3, context_length=12, d_model=8, n_layers=1,
+                                          n_heads=2, dropout=0.0, bias=True))
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "norm" in name and name.endswith("weight"):
+                    p.copy_(1 + 0.3 * torch.randn_like(p))
+                else:
+                    p.copy_(0.4 * torch.randn_like(p))
+    return model.to(dtype)
+
+
+def _lines(lengths: list[int], seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """[CLS] + random characters, one row per length, padded with [PAD]: ids and key mask (B, T)."""
+    g = torch.Generator().manual_seed(seed)
+    T = max(lengths)
+    ids = torch.full((len(lengths), T), PAD_ID)
+    for b, n in enumerate(lengths):
+        ids[b, 0] = CLS_ID
+        ids[b, 1:n] = torch.randint(N_CHARS, (n - 1,), generator=g)
+    key_mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
+    return ids, key_mask
+
+
+def _chosen_by(ids: torch.Tensor, seed: int, steps: int) -> list[torch.Tensor]:
+    """Which positions mask_tokens chooses in ``ids`` at each of ``steps`` calls in a row, with one
+    generator seeded ``seed``."""
+    from companion.mlm import mask_tokens
+
+    g, tok = torch.Generator().manual_seed(seed), _tokenizer()
+    return [mask_tokens(ids, tok, generator=g)[1] != -100 for _ in range(steps)]
+
+
+def _seed_where(ids: torch.Tensor, want, start: int, steps: int) -> int:
+    """The first generator seed from ``start`` whose masks at the ``steps`` calls satisfy ``want`` (a
+    fixed search)."""
+    return next(s for s in range(start, start + 5000) if want(_chosen_by(ids, s, steps)))
+
+
+class _StepCase:
+    """One edge class of a training step: the lines, whether the key mask is given, the generator's seed,
+    the optimizer, the dtype and the number of steps in a row."""
+
+    def __init__(self, label, lengths, *, padded, want=None, optimizer="adamw", dtype=torch.float32, steps=2,
+                 seed=0, n_classes=2):
+        self.label, self.optimizer, self.dtype, self.steps, self.n_classes = label, optimizer, dtype, steps, n_classes
+        self.ids, mask = _lines(lengths, 410 + seed)
+        self.key_mask = mask if padded else None
+        self.seed = seed
+        self.gen_seed = _seed_where(self.ids, want, 100 * seed, steps) if want is not None else 4000 + seed
+
+    def optimizer_for(self, params):
+        if self.optimizer == "adamw":
+            return torch.optim.AdamW(params, lr=0.05, weight_decay=0.1)
+        return torch.optim.SGD(params, lr=0.3, momentum=0.9)
+
+
+def _step_cases() -> list[_StepCase]:
+    def every_row(chosen):  # every row has a chosen position, at every step
+        return all(bool(c.any(1).all()) for c in chosen)
+
+    def one_row_without(chosen):  # the last row has none at the first step; the others always have some
+        return not bool(chosen[0][-1].any()) and all(bool(c[:-1].any(1).all()) for c in chosen)
+
+    return [
+        _StepCase("a batch of three windows of 11 tokens", [11, 11, 11], padded=False, want=every_row, seed=1),
+        _StepCase("a batch of one window", [9], padded=False, want=every_row, seed=2),
+        _StepCase("lines of different lengths, padded, with their key mask", [11, 5, 8, 7], padded=True,
+                  want=every_row, seed=3),
+        _StepCase("a batch with a row where no position is chosen", [11, 10, 4], padded=True,
+                  want=one_row_without, seed=4),
+        _StepCase("a float64 model, with SGD and momentum", [10, 10], padded=False, want=every_row,
+                  optimizer="sgd", dtype=torch.float64, seed=5),
+        _StepCase("a batch where no position at all is chosen", [3, 2], padded=True,
+                  want=lambda c: not bool(c[0].any()), steps=1, seed=6),
+    ]
+
+
+def _mlm_step_variant(model, optimizer, ids, key_mask, tokenizer, generator, mistake=None):
+    """The right masked-LM step (``mistake=None``) and its classic mistakes, for comparison."""
+    from companion.mlm import mask_tokens, mlm_loss
+
+    inputs, labels = mask_tokens(ids, tokenizer, generator=generator)
+    chosen = labels != -100
+    if not bool(chosen.any()):
+        return None
+    if mistake not in ("no_zero", "zero_at_end"):
+        optimizer.zero_grad()
+    read = ids if mistake == "unmasked" else inputs
+    logits, _ = model(read, key_mask=None if mistake == "no_key_mask" else key_mask)
+    if mistake == "every_position":
+        loss = mlm_loss(logits, ids)
+    elif mistake == "only_masked":
+        loss = mlm_loss(logits, torch.where(inputs == tokenizer.mask_id, labels, -100))
+    elif mistake == "masked_labels":
+        loss = mlm_loss(logits, torch.where(chosen, inputs, -100))
+    elif mistake == "row_mean":
+        logp = logits.float().log_softmax(-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]  # (B, T)
+        rows = chosen.any(1)
+        loss = -((logp * chosen).sum(1)[rows] / chosen.sum(1)[rows]).mean()
+    else:
+        loss = mlm_loss(logits, labels)
+    loss.backward()
+    if mistake == "zero_after_backward":
+        optimizer.zero_grad()
+    if mistake != "no_step":
+        optimizer.step()
+    if mistake == "zero_at_end":
+        optimizer.zero_grad()
+    return loss.item()
+
+
+_MLM_STEP_MISTAKES = {
+    "no_zero": "the gradients the model arrived with were added to this step's: call optimizer.zero_grad() "
+               "before loss.backward() (PyTorch adds every backward pass into .grad).",
+    "zero_at_end": "the gradients the model arrived with were added to this step's: zero them BEFORE "
+                   "loss.backward(), at the start of the step, not only after optimizer.step().",
+    "unmasked": "the model read the original ids, so every answer was in its input: feed it the masked "
+                "inputs that mask_tokens returns.",
+    "no_key_mask": "the model was called without the key mask, so real positions attended to the [PAD]s: pass "
+                   "key_mask=key_mask to the model.",
+    "every_position": "the loss scored every position against the original ids; score only the chosen "
+                      "positions: the labels of mask_tokens (-100 elsewhere).",
+    "only_masked": "the loss scored only the positions that became [MASK]; the chosen positions that got a "
+                   "random character or stayed unchanged are scored too: use the labels of mask_tokens as they are.",
+    "masked_labels": "the loss compared the predictions with the masked inputs (often [MASK]); the labels are "
+                     "the ORIGINAL tokens, the second tensor mask_tokens returns.",
+    "row_mean": "you averaged the loss of each row, then the rows: a row with more chosen positions must weigh "
+                "more. Take one mean over all the chosen positions of the batch.",
+    "no_step": "the parameters did not change: call optimizer.step() after loss.backward().",
+    "zero_after_backward": "no gradient reached the update: optimizer.zero_grad() goes before loss.backward(), "
+                           "not between backward() and step().",
+}
+
+
+def _params(model) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).clone()
+
+
+def _run_steps(step, case: _StepCase, make_model, call_args, *, student: bool = False):
+    """Run ``step`` ``case.steps`` times on a fresh model (with gradients left from earlier code) and
+    optimizer: (parameters after, returned values, generator state after, problems seen)."""
+    model = make_model(case)
+    g_stale = torch.Generator().manual_seed(99)
+    for p in model.parameters():
+        p.grad = (torch.randn(p.shape, generator=g_stale, dtype=torch.float64) * 0.5).to(p.dtype)
+    optimizer = case.optimizer_for(model.parameters())
+    generator = torch.Generator().manual_seed(case.gen_seed)
+    returned, problems = [], []
+    for _ in range(case.steps):
+        args = call_args(model, optimizer, case, generator)
+        given = [a.clone() for a in args if isinstance(a, torch.Tensor)]
+        mode, rng, training = torch.is_grad_enabled(), torch.get_rng_state(), model.training
+        if student:
+            try:
+                out = step(*args)
+            except StudentError as raised:  # reported by the checker (a ValueError it expects gets a hint)
+                return None, returned, None, problems + [("raised", raised)]
+        else:
+            out = step(*args)
+        returned.append(out)
+        if student:
+            if torch.is_grad_enabled() != mode:
+                problems.append(("grad mode", None))
+            if not torch.equal(torch.get_rng_state(), rng):
+                torch.set_rng_state(rng)
+                problems.append(("global rng", None))
+            if model.training != training:
+                problems.append(("mode", None))
+            if any(not torch.equal(a, b) for a, b in zip([a for a in args if isinstance(a, torch.Tensor)], given)):
+                problems.append(("changed input", None))
+    return _params(model), returned, generator.get_state(), problems
+
+
+def _forbidden_call(fn, names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` that the student's function calls, read from its source. A source that
+    does not define the function itself is not read: with one cell name for every cell (as the
+    notebook tests run them), ``inspect.getsource`` can return the lines of another cell."""
+    from .rules import facts as read_facts, source_of
+
+    text = source_of(fn)
+    own = getattr(inspect.unwrap(fn), "__name__", "") if callable(fn) else ""
+    if not text or not own.isidentifier() or not re.search(rf"\bdef\s+{re.escape(own)}\s*\(", text):
+        return None
+    facts = read_facts(text)
+    for name in names:
+        if name in facts.names or name in facts.attributes or any(c.endswith("." + name) for c in facts.chains):
+            return name
+    return None
+
+
+def _check_returned(returned, expected, label: str) -> None:
+    for got, want in zip(returned, expected):
+        if want is None:
+            continue
+        if isinstance(got, torch.Tensor):
+            hint(f"return the loss as a Python float, loss.item(), not a tensor ({label}): a tensor keeps the "
+                 "whole graph of the step alive, and the training log wants plain numbers.")
+        if not isinstance(got, (float, int)) or isinstance(got, bool):
+            hint(f"return the step's loss as a float ({label}); you returned {_describe(got)}.")
+        if not close(got, want, rtol=1e-4, atol=1e-6):
+            hint(f"the parameters are updated right, but the returned loss {got!r} is not this step's loss "
+                 f"{want:.4f} ({label}): return loss.item() of the loss you called backward() on.")
+
+
+def _state_problems(problems, label: str, what: str) -> None:
+    for kind, _ in problems:
+        if kind == "grad mode":
+            hint(f"your step changed the grad mode ({label}): leave torch.is_grad_enabled() as you found it.")
+        if kind == "global rng":
+            hint(f"your step drew from torch's global random generator ({label}): {what}")
+        if kind == "mode":
+            hint(f"your step changed the model's mode (train or eval) ({label}); leave it as it was.")
+        if kind == "changed input":
+            hint(f"your step changed `ids` or `key_mask` in place ({label}); the caller still needs them: "
+                 "mask_tokens returns new tensors.")
+
+
+def _mlm_call_args(model, optimizer, case, generator):
+    return (model, optimizer, case.ids.clone(), None if case.key_mask is None else case.key_mask.clone(),
+            _tokenizer(), generator)
+
+
+@checker("Exercise 10.4", companion_given=True, allow=("companion.mlm",))
+def mlm_step(my_mlm_step) -> None:
+    """``my_mlm_step(model, optimizer, ids, key_mask, tokenizer, generator)`` -> the loss (a float), or
+    None when no position is chosen: one masked-LM pre-training step.
+
+    Differential: on each edge class (a batch of windows, a batch of one, padded lines with their
+    key mask, a row with no chosen position, a float64 model with SGD, a batch with no chosen position
+    at all) two steps in a row of the student's function and of the reference, each from the same
+    model (arriving with gradients left by earlier code), optimizer and generator, must leave the
+    same parameters and the same generator state, return the same losses, and leave the global
+    random state, the grad mode, the model's mode and the caller's tensors as they were.
+    """
+    used = _forbidden_call(my_mlm_step, ("mlm_step", "train_mlm", "mlm_batch"))
+    if used:
+        hint(f"your step calls the companion's {used}, which does the step the exercise asks you to write; "
+             "use mask_tokens and the model, and write the rest yourself.")
+    from companion.mlm import EncoderLM
+
+    def make(case):
+        return _tiny_encoder(40 + case.seed, case.dtype)
+
+    for case in _step_cases():
+        label = case.label
+        right, right_returned, right_gen, _ = _run_steps(_mlm_step_variant, case, make, _mlm_call_args)
+        got, returned, gen, problems = _run_steps(my_mlm_step, case, make, _mlm_call_args, student=True)
+        _state_problems(problems, label, "draw the masks with mask_tokens(ids, tokenizer, generator=generator), "
+                                         "from the generator you are given, so that a run can be repeated.")
+        if problems and problems[-1][0] == "raised":
+            raised = problems[-1][1]
+            if right_returned[0] is None and isinstance(raised.error, ValueError):
+                hint(f"your step raised ValueError on {label}: when mask_tokens chooses no position there is "
+                     "nothing to score (mlm_loss refuses it); return None there and leave the model as it is.")
+            if isinstance(raised.error, NotImplementedError) and returned:
+                hint(f"your step raised NotImplementedError on {label}, after the earlier calls worked: a branch "
+                     "of your code is not written yet.")
+            raise raised  # the student's own error, with its traceback
+        if right_returned[0] is None:
+            if returned[0] is not None:
+                hint(f"on {label} your step returned {returned[0]!r}; with no position chosen there is no loss: "
+                     "return None (and make no update).")
+            if not close(got, right, rtol=0, atol=0):
+                hint(f"on {label} your step changed the parameters; with no position chosen there is nothing to "
+                     "learn from: return None before the update (an optimizer step with AdamW would still "
+                     "decay the weights).")
+        same_gen = torch.equal(gen, right_gen)
+        if not same_gen and torch.equal(gen, torch.Generator().manual_seed(case.gen_seed).get_state()):
+            hint(f"on {label} your step never drew from the generator it is given: mask the batch with "
+                 "mask_tokens(ids, tokenizer, generator=generator), so that the caller's generator decides the masks.")
+        if not close(got, right, rtol=1e-4, atol=1e-6):
+            if not bool(torch.isfinite(got).all()):
+                hint(f"on {label} the parameters became NaN: a mean over the chosen positions of a row with "
+                     "none divides 0 by 0. Average over all the chosen positions of the batch at once (the "
+                     "model's loss, mlm_loss, does).")
+            if not same_gen:
+                hint(f"on {label} your masks are not those of mask_tokens(ids, tokenizer, generator=generator) "
+                     "with the generator you are given (its state after your step differs): mask the batch "
+                     "with mask_tokens, exactly once per step, and draw nothing else from the generator.")
+            for mistake, message in _MLM_STEP_MISTAKES.items():
+                wrong, _, _, _ = _run_steps(lambda *a, m=mistake: _mlm_step_variant(*a, mistake=m), case, make,
+                                            _mlm_call_args)
+                if close(got, wrong, rtol=1e-4, atol=1e-6):
+                    hint(f"on {label}: {message}")
+            hint(f"on {label} the parameters after your step differ from those of the reference step (mask_tokens, "
+                 f"the model on the masked inputs with the key mask, the loss over the chosen positions, "
+                 f"zero_grad, backward, step): {first_difference(got, right, 'parameters')}.", generic=True)
+        if not same_gen:
+            hint(f"on {label} the parameters are right, but your step drew more numbers from the generator than "
+                 "mask_tokens does: draw nothing else from it, so that the next step's masks are the right ones.")
+        _check_returned(returned, right_returned, label)
+    passed("mask_tokens with the caller's generator, the loss over the chosen positions, zero_grad, backward, "
+           "step: the same update as the reference on every edge class.")
+
+
+# --------------------------------------------------------------------------- Exercise 10.5
+
+
 def _pairs(line: str) -> list[int]:
     """Brute force: every i where line[i], line[i + 1] are two different letters."""
     return [i for i in range(len(line) - 1)
@@ -568,7 +889,7 @@ def _not_uniform(line: str, where: str, counts: dict[int, int], n: int) -> None:
          "neighbouring pair, no retries with a limit, no modulo of a draw from another range.")
 
 
-@checker("Exercise 10.4")
+@checker("Exercise 10.5")
 def swap_letters(my_swap_letters) -> None:
     """``my_swap_letters(line, generator)`` -> ``line`` with one pair of adjacent, different letters
     swapped, the pair chosen uniformly by draws from ``generator``; ValueError if there is none.
@@ -664,3 +985,119 @@ def swap_letters(my_swap_letters) -> None:
         hint("your function changed torch's global random state (torch.manual_seed, or a draw without "
              "generator=): a caller's other random numbers would change. Draw only from the `generator` given.")
     passed("one pair of adjacent, different letters, drawn uniformly.")
+
+
+# --------------------------------------------------------------------------- Exercise 10.6
+
+
+def _cls_step_variant(body, head, optimizer, ids, key_mask, labels, mistake=None):
+    """The right fine-tuning step (``mistake=None``) and its classic mistakes, for comparison."""
+    if mistake != "no_zero":
+        optimizer.zero_grad()
+    h = body.hidden(ids, None if mistake == "no_key_mask" else key_mask)  # (B, T, d)
+    if mistake == "last_position":
+        summary = h[torch.arange(len(ids)), key_mask.sum(1) - 1]
+    elif mistake == "mean":
+        m = key_mask[..., None].to(h.dtype)
+        summary = (h * m).sum(1) / m.sum(1)
+    elif mistake == "first_character":
+        summary = h[:, 1]
+    elif mistake == "last_column":
+        summary = h[:, -1]
+    else:
+        summary = h[:, 0]  # the [CLS] position
+    logits = head(summary)  # (B, n_classes)
+    if mistake == "softmax_first":
+        logits = logits.softmax(-1)
+    loss = F.cross_entropy(logits, labels, reduction="sum" if mistake == "sum" else "mean")
+    loss.backward()
+    if mistake != "no_step":
+        optimizer.step()
+    return loss.item()
+
+
+_CLS_STEP_MISTAKES = {
+    "no_key_mask": "the encoder was called without the key mask, so [CLS] attended to the [PAD]s: pass "
+                   "key_mask to body.hidden.",
+    "last_position": "you read the hidden state of each line's last real token; the summary is the state of "
+                     "[CLS], position 0 of every line.",
+    "mean": "you averaged the hidden states over the line (as the probes do); the head reads the state of "
+            "[CLS], position 0.",
+    "first_character": "you read position 1, the first character; [CLS] sits at position 0.",
+    "last_column": "you read the last column, which is [PAD] for the shorter lines; [CLS] sits at position 0.",
+    "softmax_first": "F.cross_entropy takes the raw logits (it applies log_softmax itself); a softmax before "
+                     "it squashes the loss and its gradients.",
+    "sum": "take the mean of the cross-entropy over the lines of the batch (F.cross_entropy's default), not "
+           "the sum.",
+    "no_zero": "the gradients the model arrived with were added to this step's: call optimizer.zero_grad() "
+               "before loss.backward().",
+    "no_step": "the parameters did not change: call optimizer.step() after loss.backward().",
+}
+
+
+def _cls_cases() -> list[_StepCase]:
+    return [
+        _StepCase("lines of different lengths, padded", [9, 3, 6, 2], padded=True, seed=11),
+        _StepCase("a batch of one line", [7], padded=True, seed=12),
+        _StepCase("three classes, with SGD and momentum", [5, 8, 8, 4, 6], padded=True, optimizer="sgd",
+                  seed=13, n_classes=3),
+        _StepCase("a float64 model", [6, 4, 5], padded=True, dtype=torch.float64, seed=14),
+        _StepCase("lines of one length (no padding)", [8, 8, 8], padded=True, seed=15),
+    ]
+
+
+class _BodyAndHead(torch.nn.Module):
+    """The encoder and a new linear head, held together so that one optimizer and one parameter
+    vector cover both."""
+
+    def __init__(self, case):
+        super().__init__()
+        self.body = _tiny_encoder(60 + case.seed, case.dtype)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(70 + case.seed)
+            self.head = torch.nn.Linear(8, case.n_classes).to(case.dtype)
+        g = torch.Generator().manual_seed(80 + case.seed)
+        self.labels = torch.randint(case.n_classes, (len(case.ids),), generator=g)
+        if len(case.ids) > 2:
+            self.labels[:2] = torch.tensor([0, 1])  # both classes in the batch
+
+
+def _cls_call_args(model, optimizer, case, generator):
+    return (model.body, model.head, optimizer, case.ids.clone(), case.key_mask.clone(), model.labels.clone())
+
+
+@checker("Exercise 10.6", companion_given=True, allow=("companion.mlm",))
+def cls_step(my_cls_step) -> None:
+    """``my_cls_step(body, head, optimizer, ids, key_mask, labels)`` -> the loss (a float): one
+    fine-tuning step of a linear head on the ``[CLS]`` hidden state.
+
+    Differential: on each edge class (padded lines of different lengths, a batch of one, three
+    classes with SGD, a float64 model, lines of one length) two steps in a row of the student's
+    function and of the reference, from the same encoder and head (arriving with gradients left by
+    earlier code) and optimizer, must leave the same parameters, return the same losses, and leave
+    the global random state, the grad mode, the modes and the caller's tensors as they were.
+    """
+    used = _forbidden_call(my_cls_step, ("summary", "EncoderClassifier", "classifier_step", "fine_tune"))
+    if used:
+        hint(f"your step calls the companion's {used}, which reads the [CLS] state (or does the whole step) for "
+             "you; read it yourself from body.hidden(ids, key_mask).")
+
+    for case in _cls_cases():
+        label = case.label
+        right, right_returned, _, _ = _run_steps(_cls_step_variant, case, _BodyAndHead, _cls_call_args)
+        got, returned, _, problems = _run_steps(my_cls_step, case, _BodyAndHead, _cls_call_args, student=True)
+        _state_problems(problems, label, "nothing in a fine-tuning step of a model without dropout is random.")
+        if problems and problems[-1][0] == "raised":
+            raise problems[-1][1]  # the student's own error, with its traceback
+        if not close(got, right, rtol=1e-4, atol=1e-6):
+            for mistake, message in _CLS_STEP_MISTAKES.items():
+                wrong, _, _, _ = _run_steps(lambda *a, m=mistake: _cls_step_variant(*a, mistake=m), case,
+                                            _BodyAndHead, _cls_call_args)
+                if close(got, wrong, rtol=1e-4, atol=1e-6):
+                    hint(f"on {label}: {message}")
+            hint(f"on {label} the parameters after your step differ from those of the reference step (the head "
+                 "on the [CLS] state of body.hidden(ids, key_mask), the mean cross-entropy, zero_grad, backward, "
+                 f"step): {first_difference(got, right, 'parameters')}.", generic=True)
+        _check_returned(returned, right_returned, label)
+    passed("the head reads [CLS] with the key mask; mean cross-entropy, zero_grad, backward, step: the same "
+           "update as the reference on every edge class.")

@@ -435,7 +435,9 @@ CASES += junk_cases(MODULE, {
     "10.1": ("mask_tokens", "my_mask_tokens", "ids, n_chars, mask_id, generator"),
     "10.2": ("mlm_loss", "my_mlm_loss", "logits, labels"),
     "10.3": ("pad_batch", "my_pad_batch", "seqs, pad_id"),
-    "10.4": ("swap_letters", "my_swap_letters", "line, generator"),
+    "10.4": ("mlm_step", "my_mlm_step", "model, optimizer, ids, key_mask, tokenizer, generator"),
+    "10.5": ("swap_letters", "my_swap_letters", "line, generator"),
+    "10.6": ("cls_step", "my_cls_step", "body, head, optimizer, ids, key_mask, labels"),
 })
 
 
@@ -499,9 +501,9 @@ def my_mask_tokens(ids, n_chars, mask_id, generator):
 """)
 
 
-# ---------------------------------------------------------------- 10.4 ---
+# ---------------------------------------------------------------- 10.5 ---
 def sw(name, expect, why, source):
-    case("10.4", "swap_letters", name, expect, why, source, "my_swap_letters")
+    case("10.5", "swap_letters", name, expect, why, source, "my_swap_letters")
 
 
 def _swap(ok="a.isalpha() and b.isalpha() and a != b", stop="len(line) - 1",
@@ -566,7 +568,7 @@ def my_swap_letters(line, generator):
 
 
 # ------------------------------------------------- outside red team (out_) ---
-# 10.4: the text asks for one swap of adjacent letters (str.isalpha()) that
+# 10.5: the text asks for one swap of adjacent letters (str.isalpha()) that
 # differ, "uniformly among all such pairs of the line, with draws from
 # `generator`", a ValueError on a line with no such pair, and "the same seed
 # gives the same swap". It does not prescribe how the generator is consumed,
