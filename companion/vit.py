@@ -19,13 +19,18 @@ token, and the sequence goes through the encoder of chapter 6 (pre-norm, GELU). 
 * The chapter's data and baselines: :func:`digits_splits` (scikit-learn's bundled 8 x 8 digits,
   fixed stratified splits), :func:`train_classifier`, :func:`accuracy`, :class:`DigitsMLP`,
   :class:`DigitsCNN`.
+* :func:`save_trained` / :func:`load_trained`: the chapter's trained ViTs and recorded results
+  (``companion/assets/vit_digits.safetensors``), so that a reader can load them instead of training
+  (``TRAIN = False`` in the chapter's set-up cell).
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from operator import attrgetter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -54,6 +59,9 @@ __all__ = [
     "accuracy",
     "DigitsMLP",
     "DigitsCNN",
+    "TRAINED_ASSET",
+    "save_trained",
+    "load_trained",
 ]
 
 POSITIONS = ("learned", "sincos", "none")
@@ -734,3 +742,54 @@ def _check_baseline_images(images: Any, size: int, weight: Tensor) -> None:
     if images.dtype != weight.dtype or images.device != weight.device:
         raise TypeError(f"`images` must have the model's dtype {weight.dtype} on {weight.device} "
                         f"(got {images.dtype} on {images.device}); convert with images.to(...)")
+
+
+# --------------------------------------------------------------------------- the trained results
+#: The chapter's trained ViTs and recorded results, shipped in ``companion/assets``.
+TRAINED_ASSET = "vit_digits.safetensors"
+
+
+def save_trained(path: str | Path, models: dict[str, nn.Module], record: dict, *,
+                 half: tuple[str, ...] = ()) -> Path:
+    """Write the weights of ``models`` (each under its name) and the JSON ``record`` to one file.
+
+    The models named in ``half`` are stored in float16 (half the bytes; a float32 model loads them
+    back with its own dtype). The shipped file was written this way from the book's own run of
+    chapter 12 with ``TRAIN = True``: the ViT of the chapter and the one trained without
+    positions, their training logs, and the test accuracy of every seed of the comparison.
+    """
+    from safetensors.torch import save_file
+
+    if not isinstance(models, dict) or not all(isinstance(m, nn.Module) for m in models.values()):
+        raise TypeError("`models` must be a dict of names to torch.nn.Module")
+    if not isinstance(record, dict):
+        raise TypeError(f"`record` must be a dict (got {type(record).__name__})")
+    unknown = sorted(set(half) - set(models))
+    if unknown:
+        raise ValueError(f"`half` names models that are not in `models`: {unknown} (models: {sorted(models)})")
+    tensors = {}
+    for name, model in models.items():
+        for key, value in model.state_dict().items():
+            value = value.detach().cpu().contiguous()
+            tensors[f"{name}.{key}"] = value.half() if name in half and value.is_floating_point() else value
+    path = Path(path)
+    save_file(tensors, str(path), metadata={"record": json.dumps(record, sort_keys=True)})
+    return path
+
+
+def load_trained(path: str | Path | None = None) -> tuple[dict[str, dict[str, Tensor]], dict]:
+    """The state dicts (by model name) and the record written by :func:`save_trained`; by default
+    the shipped file :data:`TRAINED_ASSET`. Load a state dict with ``model.load_state_dict(...)``."""
+    from safetensors import safe_open
+
+    if path is None:
+        from companion.data import asset_path
+
+        path = asset_path(TRAINED_ASSET)
+    states: dict[str, dict[str, Tensor]] = {}
+    with safe_open(str(path), framework="pt") as f:
+        record = json.loads((f.metadata() or {}).get("record", "{}"))
+        for key in f.keys():
+            name, _, rest = key.partition(".")
+            states.setdefault(name, {})[rest] = f.get_tensor(key)
+    return states, record
