@@ -222,9 +222,9 @@ try:
 except (MemoryError, RuntimeError) as exc:
     found["memory"] = type(exc).__name__
 ''', REPORT), folder / "mallory" / "walls.ipynb")
-    # 6. Filling the disk: its working folder (in memory, bounded), then the reply folder, the
-    # only one on the host's disk it may write, with files of 64 MiB (killed past its quota; the
-    # replay skips that cell), and its log through the C-level stderr.
+    # 6. Filling the disk: its working folder (in memory, bounded), then the reply folder (in
+    # memory too, of the quota's size) with files of 64 MiB (killed once it is full; the replay
+    # skips that cell), and its log through the C-level stderr (a pipe; killed past the quota).
     _write(_notebook(1, common, '''
 found["work_mib"] = 0
 try:
@@ -576,15 +576,36 @@ def test_the_users_locks_are_in_a_private_folder_and_only_free_uids_are_taken(tm
 
 
 def _deleted_but_open_notebook() -> list[tuple[int, str]]:
-    return [(0, "import os\nheld = []\nfor n in range(4):\n    f = open(f'/grader/out/hidden-{n}', 'wb')\n"
-                "    for _ in range(24):\n        f.write(b'\\0' * 2**20)\n        f.flush()\n"
-                "    os.unlink(f'/grader/out/hidden-{n}')\n    held.append(f)\n"
-                "os.makedirs('/grader/out/locked/deep')\nopen('/grader/out/locked/deep/x', 'wb').write(b'\\0' * 2**20)\n"
-                "os.chmod('/grader/out/locked', 0)\nimport time\ntime.sleep(30)"),
+    """An unlistable folder with 8 MiB in it, then 4 files of 24 MiB, each deleted while held open,
+    written as fast as the disk takes them: the cell reports how many MiB it could write."""
+    return [(0, textwrap.dedent("""\
+                import os
+                written, held = 0, []
+                try:
+                    os.makedirs('/grader/out/locked/deep')
+                    with open('/grader/out/locked/deep/x', 'wb') as f:
+                        for _ in range(8):
+                            f.write(b'\\0' * 2**20)
+                            written += 1
+                    os.chmod('/grader/out/locked', 0)
+                    for n in range(4):
+                        f = open(f'/grader/out/hidden-{n}', 'wb')
+                        os.unlink(f'/grader/out/hidden-{n}')
+                        held.append(f)
+                        for _ in range(24):
+                            f.write(b'\\0' * 2**20)
+                            f.flush()
+                            written += 1
+                except OSError as exc:
+                    error = type(exc).__name__
+                raise ValueError(f"WRITTEN {written}")
+                """)),
             (1, "survived = True")]
 
 
-def _disk_attack(sandbox) -> tuple[list[str], bool]:
+def _disk_attack(sandbox) -> tuple[list[str], list[Path], int]:
+    """The notes of grading that notebook with a quota of 64 MiB, the kernels' folders left in
+    /tmp, and how many MiB the notebook could write."""
     import dataclasses
 
     from companion.grading.session import StudentKernel, kernel_env
@@ -595,22 +616,26 @@ def _disk_attack(sandbox) -> tuple[list[str], bool]:
     try:
         sk.run()
         notes = list(sk.notes)
+        written = int(sk.runs[0].evalue.split("WRITTEN ")[1]) if "WRITTEN " in sk.runs[0].evalue else -1
     finally:
         sk.close()
-    return notes, sorted(set(Path("/tmp").glob("course-grade-*")) - before)
+    return notes, sorted(set(Path("/tmp").glob("course-grade-*")) - before), written
 
 
 def test_deleted_but_open_files_and_unlistable_folders_count_against_the_disk_quota():
-    """Issue 30: 96 MiB in files deleted while held open, and a folder made unlistable, against a
-    quota of 64 MiB: the kernel is stopped, and nothing of it outlives grading."""
+    """Issue 30: 104 MiB in an unlistable folder and in files deleted while held open, against a
+    quota of 64 MiB: the quota is the size of the file system they are written to (counted in
+    blocks), so no write passes it (before, a listing every 0.2 s let all 104 MiB through); the
+    kernel is stopped, that cell blamed, and nothing of it outlives grading."""
     sandbox = SANDBOX.reserve(1)
     try:
-        notes, left = _disk_attack(sandbox)
+        notes, left, written = _disk_attack(sandbox)
     finally:
         from companion.grading.sandbox import release
 
         release(sandbox)
-    assert any("disk quota" in n for n in notes), notes
+    assert 0 < written <= 64, written
+    assert any("cell 0 ended the kernel (the notebook filled its disk quota" in n for n in notes), notes
     assert left == []
 
 
@@ -626,13 +651,14 @@ def test_as_an_ordinary_user_deleted_and_unlistable_files_count_too(tmp_path, sh
         from companion.grading.sandbox import Sandbox
         sandbox = Sandbox.detect()
         assert sandbox.kind == "bwrap", sandbox.why_not
-        notes, left = _disk_attack(sandbox.reserve(1))
-        print("RESULT" + json.dumps({{"notes": notes, "left": [str(p) for p in left]}}))
+        notes, left, written = _disk_attack(sandbox.reserve(1))
+        print("RESULT" + json.dumps({{"notes": notes, "left": [str(p) for p in left], "written": written}}))
     ''')
     env_prefix = ["env", f"PYTHONPATH={ROOT}", f"HOME={shared_tmp}", "PATH=/usr/local/bin:/usr/bin:/bin"]
     done = subprocess.run([*argv, *env_prefix, sys.executable, "-c", script], cwd=shared_tmp, capture_output=True,
                           text=True, timeout=600)
     assert "RESULT" in done.stdout, done.stderr[-3000:]
     result = json.loads(done.stdout.split("RESULT", 1)[1])
-    assert any("disk quota" in n for n in result["notes"]), result
+    assert 0 < result["written"] <= 64, result
+    assert any("cell 0 ended the kernel (the notebook filled its disk quota" in n for n in result["notes"]), result
     assert result["left"] == []

@@ -10,11 +10,14 @@ What the sandbox gives each kernel (:meth:`Sandbox.command` builds the ``bwrap``
   shared with the grader: ``/grader/in`` (the grader's requests, read-only) and ``/grader/out``
   (the kernel's replies, the only place it can write that the grader reads, always without
   following links). Its working folder is in memory too, of the same bounded size.
-* **a disk quota.** What a kernel can write to the host's disk (its replies, its socket folder,
-  its log) is watched: past :attr:`Sandbox.disk_bytes` or :attr:`Sandbox.disk_entries` files the
-  grader kills it and says why (:class:`companion.grading.session.Kernel`); no single file can
-  grow past that size either (``RLIMIT_FSIZE``). The submissions folder, the gradebook, the course's other files, the
-  grader's home and every other kernel's files do not exist inside.
+* **a disk quota, by blocks.** The kernel writes nothing to the host's disk: its replies and
+  socket files go to ``/grader/out``, an in-memory file system of :attr:`Sandbox.disk_bytes`
+  (writes past it fail with ENOSPC; files deleted while held open and folders made unlistable
+  still hold their blocks), which the grader reads through the sandbox's root and which vanishes
+  with the sandbox; its output goes through a pipe. Once that file system is full (or the output
+  passes the same size) the grader stops the kernel and says why
+  (:class:`companion.grading.session.Kernel`). The submissions folder, the gradebook, the
+  course's other files, the grader's home and every other kernel's files do not exist inside.
 * **no network and no host sockets.** Empty network, IPC and UTS namespaces: no interface but a
   loopback of its own, no abstract Unix sockets of the host, no socket files of the host (none is
   mounted inside). The kernel talks to the grader over ZeroMQ through socket files in a folder
@@ -162,8 +165,8 @@ class Sandbox:
             memory = (f"memory {self.memory_bytes / 2**30:g} GiB per kernel" if self.memory_bytes else "no memory limit")
             memory += " (a cgroup, shared memory included)" if self.cgroups else " per process (RLIMIT_AS)"
             return (f"bubblewrap sandbox: only its own notebook, the course and Python read-only; private /tmp, "
-                    f"/dev/shm, home and working folder of {self.tmpfs_bytes / 2**20:.0f} MiB each; at most "
-                    f"{self.disk_bytes / 2**20:.0f} MiB of the host's disk; no network, no host sockets, no "
+                    f"/dev/shm, home and working folder of {self.tmpfs_bytes / 2**20:.0f} MiB each; replies in "
+                    f"one of {self.disk_bytes / 2**20:.0f} MiB (its disk quota), nothing on the host's disk; no network, no host sockets, no "
                     f"other process visible; cleared environment; at most {self.processes} processes; {memory}; "
                     f"{who}; every process ended with the kernel")
         who = "each kernel as its own unprivileged user" if self.root else "kernels run as the grading user"
@@ -171,9 +174,11 @@ class Sandbox:
                    "NO network isolation (unshare cannot make a network namespace here: Python's socket module is "
                    "patched to refuse internet sockets, but a child process or a C extension can still connect)")
         return (f"NO SANDBOX ({self.why_not}): {network}; each kernel "
-                f"starts in a private folder, with time, memory and disk limits; {who}. NOT guaranteed: "
+                f"starts in a private folder, with time and memory limits; {who}. NOT guaranteed: "
                 "a kernel can read what that user can read (other submissions included), use Unix sockets, "
-                "and leave processes or files behind" + ("" if self.root else
+                "and leave processes or files behind; its disk quota is watched by listing its folder (a fast "
+                "kernel writes past it between two looks) and does not cover /tmp or other folders that user "
+                "can write" + ("" if self.root else
                 "; it can also write what the grading user can write (the course's files included)"))
 
     def warning(self) -> str | None:
@@ -228,9 +233,12 @@ class Sandbox:
 
     # ------------------------------------------------------------------ the command
     def wrap(self, argv: list[str], slot: int, binds: list[tuple[str, str, str]], env: dict[str, str] | None = None,
-             chdir: str | None = None, seccomp_fd: int | None = None) -> list[str]:
+             chdir: str | None = None, seccomp_fd: int | None = None, info_fd: int | None = None) -> list[str]:
         """``argv`` run in the sandbox. ``binds``: ``(option, host path, path inside)`` with option
-        ``--ro-bind`` or ``--bind``, for the kernel's own folders."""
+        ``--ro-bind`` or ``--bind``, for the kernel's own folders, ``--dir`` for a working folder in
+        memory of :attr:`tmpfs_bytes`, ``--quota`` for one of :attr:`disk_bytes` (the kernel's replies
+        and socket files: its disk quota). ``info_fd``: where bwrap writes the sandbox's first
+        process (``--info-fd``)."""
         if self.kind != "bwrap":
             uid = self.uid(slot)
             if uid is None:
@@ -284,11 +292,15 @@ class Sandbox:
             parents(inside)
             if option == "--dir":  # a working folder of its own, in memory, of bounded size
                 cmd += ["--perms", "1777", "--size", str(self.tmpfs_bytes), "--tmpfs", inside]
+            elif option == "--quota":  # what it writes for the grader: a file system of the quota's size
+                cmd += ["--perms", "1777", "--size", str(self.disk_bytes), "--tmpfs", inside]
             else:
                 cmd += [option, host, inside]
             made.add(inside)
         if chdir:
             cmd += ["--chdir", chdir]
+        if info_fd is not None:
+            cmd += ["--info-fd", str(info_fd)]
         if self.root and seccomp_fd is not None:  # no user namespaces inside (see no_userns_filter)
             cmd += ["--seccomp", str(seccomp_fd)]
         uid = self.uid(slot)

@@ -461,11 +461,12 @@ def decode(structure: Any, tensors: dict[str, torch.Tensor], session: Any = None
         raise WireError(f"a malformed description ({type(exc).__name__}: {exc})") from None
 
 
-def read_bytes(path: str | os.PathLike, max_bytes: int) -> bytes:
+def read_bytes(path: str | os.PathLike, max_bytes: int, dir_fd: int | None = None) -> bytes:
     """The bytes of a regular file the kernel wrote, opened without following a link (a link the
-    kernel planted fails here instead of leading the grader elsewhere)."""
+    kernel planted fails here instead of leading the grader elsewhere); with ``dir_fd``, ``path``
+    is a name in the folder that descriptor holds."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=dir_fd)
     except OSError as exc:
         raise WireError(f"no reply file ({exc.strerror})") from None
     try:
@@ -515,10 +516,11 @@ def parse_safe(data: bytes, session: Any = None) -> Any:
     return decode(structure, tensors, session)
 
 
-def read_safe(path: str | os.PathLike, session: Any = None, max_bytes: int = MAX_BYTES) -> Any:
+def read_safe(path: str | os.PathLike, session: Any = None, max_bytes: int = MAX_BYTES,
+              dir_fd: int | None = None) -> Any:
     """Read a value written by :func:`write_safe`. Raises :class:`WireError`; runs no code and
     never follows a link."""
-    return parse_safe(read_bytes(path, max_bytes), session)
+    return parse_safe(read_bytes(path, max_bytes, dir_fd), session)
 
 
 # ----------------------------------------------------------------- grader -> kernel (pickle)
