@@ -402,13 +402,14 @@ def test_the_attacks_gain_no_points(attacked):
 
 
 # ------------------------------------------------------------------ as an ordinary user
-def _ordinary_user(tmp_path: Path) -> list[str] | None:
+def _ordinary_user(tmp_path: Path, as_root: bool = False) -> list[str] | None:
     """The command prefix that runs what follows as an ordinary user ([] when we are one already;
     None when that is impossible here). As root, a user is made (``useradd``); where this Python
     lives below /root (a folder only root may enter), a private mount namespace shows it to that
-    user without changing anything on the machine."""
+    user without changing anything on the machine. ``as_root``: the same namespace, but what
+    follows stays root (a grader run as root whose Python every user can reach)."""
     if os.geteuid() != 0:
-        return []
+        return None if as_root else []
     if not all(shutil.which(t) for t in ("setpriv", "useradd", "unshare", "mount")):
         return None
     name = "coursegradetest"
@@ -417,7 +418,7 @@ def _ordinary_user(tmp_path: Path) -> list[str] | None:
                           capture_output=True).returncode != 0:
             return None
     uid = subprocess.run(["id", "-u", name], capture_output=True, text=True).stdout.strip()
-    drop = f"exec setpriv --reuid={uid} --regid={uid} --clear-groups --reset-env"
+    drop = "exec" if as_root else f"exec setpriv --reuid={uid} --regid={uid} --clear-groups --reset-env"
     base = os.path.realpath(sys.base_prefix)
     if not base.startswith("/root/"):
         return ["sh", "-c", drop + ' "$@"', "sh"]
@@ -575,22 +576,24 @@ def test_the_users_locks_are_in_a_private_folder_and_only_free_uids_are_taken(tm
     assert not planted.exists() or planted.stat().st_uid == 0
 
 
-def _deleted_but_open_notebook() -> list[tuple[int, str]]:
+def _deleted_but_open_notebook(marker: str) -> list[tuple[int, str]]:
     """An unlistable folder with 8 MiB in it, then 4 files of 24 MiB, each deleted while held open,
-    written as fast as the disk takes them: the cell reports how many MiB it could write."""
+    written as fast as the disk takes them: the cell reports how many MiB it could write. Then a
+    file in /tmp (``marker``), which must not be the host's."""
     return [(0, textwrap.dedent("""\
                 import os
+                out = __import__('companion.grading.kernel', fromlist=['prelude'])._out  # the reply folder
                 written, held = 0, []
                 try:
-                    os.makedirs('/grader/out/locked/deep')
-                    with open('/grader/out/locked/deep/x', 'wb') as f:
+                    os.makedirs(out + '/locked/deep')
+                    with open(out + '/locked/deep/x', 'wb') as f:
                         for _ in range(8):
                             f.write(b'\\0' * 2**20)
                             written += 1
-                    os.chmod('/grader/out/locked', 0)
+                    os.chmod(out + '/locked', 0)
                     for n in range(4):
-                        f = open(f'/grader/out/hidden-{n}', 'wb')
-                        os.unlink(f'/grader/out/hidden-{n}')
+                        f = open(f'{out}/hidden-{n}', 'wb')
+                        os.unlink(f'{out}/hidden-{n}')
                         held.append(f)
                         for _ in range(24):
                             f.write(b'\\0' * 2**20)
@@ -600,26 +603,30 @@ def _deleted_but_open_notebook() -> list[tuple[int, str]]:
                     error = type(exc).__name__
                 raise ValueError(f"WRITTEN {written}")
                 """)),
-            (1, "survived = True")]
+            (1, f"open({marker!r}, 'w').write('x')\nsurvived = True")]
 
 
 def _disk_attack(sandbox) -> tuple[list[str], list[Path], int]:
-    """The notes of grading that notebook with a quota of 64 MiB, the kernels' folders left in
-    /tmp, and how many MiB the notebook could write."""
+    """The notes of grading that notebook with a quota of 64 MiB, what the kernel left (its
+    folders, the file it wrote to /tmp), and how many MiB the notebook could write."""
     import dataclasses
 
+    from companion.grading.sandbox import KERNELS
     from companion.grading.session import StudentKernel, kernel_env
 
+    marker = f"/tmp/course-attack-disk-{os.getpid()}-{time.time_ns()}"
     small = dataclasses.replace(sandbox, disk_bytes=64 * 2**20)
-    sk = StudentKernel(_deleted_but_open_notebook(), small, 0, kernel_env(), Limits(notebook=60, cell=60))
-    before = set(Path("/tmp").glob("course-grade-*"))
+    sk = StudentKernel(_deleted_but_open_notebook(marker), small, 0, kernel_env(), Limits(notebook=60, cell=60))
+    folders = lambda: {*Path("/tmp").glob("course-grade-*"), *Path(KERNELS).glob("course-grade-*")}  # noqa: E731
+    before = folders()
     try:
         sk.run()
         notes = list(sk.notes)
         written = int(sk.runs[0].evalue.split("WRITTEN ")[1]) if "WRITTEN " in sk.runs[0].evalue else -1
+        assert sk.runs[1].status == "ok", sk.runs
     finally:
         sk.close()
-    return notes, sorted(set(Path("/tmp").glob("course-grade-*")) - before), written
+    return notes, sorted(folders() - before) + [Path(marker)] * os.path.exists(marker), written
 
 
 def test_deleted_but_open_files_and_unlistable_folders_count_against_the_disk_quota():
@@ -662,3 +669,43 @@ def test_as_an_ordinary_user_deleted_and_unlistable_files_count_too(tmp_path, sh
     assert 0 < result["written"] <= 64, result
     assert any("cell 0 ended the kernel (the notebook filled its disk quota" in n for n in result["notes"]), result
     assert result["left"] == []
+
+
+def test_without_bwrap_as_root_the_disk_quota_is_a_bounded_file_system_too(tmp_path, shared_tmp):
+    """Issue 30, the fallback without bubblewrap, as root: each kernel in a mount namespace of its
+    own, its folders on a file system of the quota's size and /tmp in memory: the same 104 MiB
+    attack writes at most 64, and leaves nothing in the host's /tmp (before: all 104 MiB, on the
+    host's disk, and a file in /tmp)."""
+    argv = _ordinary_user(tmp_path, as_root=True)
+    if argv is None:
+        pytest.skip("not root, or no mount namespaces here")
+    script = textwrap.dedent(f'''
+        import json, sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+        from test_grade_attacks import _disk_attack
+        from companion.grading.sandbox import Sandbox
+        sandbox = Sandbox.detect(enabled=False)
+        assert sandbox.mountns and "disk quota, by blocks" in sandbox.describe(), sandbox
+        notes, left, written = _disk_attack(sandbox.reserve(1))
+        print("RESULT" + json.dumps({{"notes": notes, "left": [str(p) for p in left], "written": written}}))
+    ''')
+    env_prefix = ["env", f"PYTHONPATH={ROOT}", f"HOME={shared_tmp}", "PATH=/usr/local/bin:/usr/bin:/bin"]
+    done = subprocess.run([*argv, *env_prefix, sys.executable, "-c", script], cwd=shared_tmp, capture_output=True,
+                          text=True, timeout=600)
+    assert "RESULT" in done.stdout, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT", 1)[1])
+    assert 0 < result["written"] <= 64, result
+    assert any("cell 0 ended the kernel (the notebook filled its disk quota" in n for n in result["notes"]), result
+    assert result["left"] == []
+
+
+def test_without_bwrap_as_an_ordinary_user_the_weaker_disk_quota_is_said_plainly(monkeypatch):
+    """Without bubblewrap and without root no file system can be mounted for the kernel: the
+    grader says that its disk quota is a listing a fast kernel outruns, and that /tmp is open."""
+    import companion.grading.sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module.os, "geteuid", lambda: 1000)
+    sandbox = Sandbox.detect(enabled=False)
+    assert not sandbox.mountns and sandbox.kind == "none"
+    assert "writes past its disk quota between two looks" in sandbox.describe()
+    assert "/tmp or any other folder that user can write is not covered" in sandbox.describe()

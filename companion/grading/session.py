@@ -32,7 +32,8 @@ from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 
 from companion.grading import wire
-from companion.grading.sandbox import HOME, IN, OUT, WORK, Cgroup, Sandbox, python_executable, release  # noqa: F401
+from companion.grading.sandbox import (HOME, IN, OUT, WORK, Cgroup, Sandbox, kernels_folder,  # noqa: F401
+                                      python_executable, release)
 
 _GRACE = 5.0  # seconds a kernel gets to answer an interrupt before it is killed
 LOG_TAIL = 64 * 1024  # bytes of a kernel's output (stdout, stderr) the grader keeps
@@ -160,14 +161,21 @@ class Kernel:
                  startup_timeout: float = 120.0):
         self.sandbox, self.slot = sandbox, slot
         self.cgroup: Cgroup | None = None
-        self.dir = Path(tempfile.mkdtemp(prefix="course-grade-"))
-        os.chmod(self.dir, 0o711)
         bwrap = sandbox.kind == "bwrap"
+        # Without bwrap, as root: a mount namespace whose in-memory file systems cover /tmp and the
+        # kernel's folder, which therefore is not under /tmp (see Sandbox.mountns).
+        mountns = not bwrap and sandbox.mountns and sandbox.uid(slot) is not None
+        self.dir = Path(tempfile.mkdtemp(prefix="course-grade-", dir=kernels_folder() if mountns else None))
+        os.chmod(self.dir, 0o711)
         self.inbox, self.outbox, ipc = self.dir / "in", self.dir / "out", self.dir / "ipc"
         self.out_fd: int | None = None  # the kernel's reply folder, opened once (see the class docstring)
-        self._bounded = bwrap  # the kernel's writable folders are in-memory file systems of bounded size
+        self._bounded = bwrap or mountns  # the kernel's writable folders: file systems of bounded size
         uid = sandbox.uid(slot)
-        for folder in (self.inbox,) if bwrap else (self.inbox, self.outbox, ipc):
+        if mountns:  # the kernel's folders, made in its mount namespace on a file system of the quota's size
+            writable = self.dir / "w"
+            self.outbox, ipc = writable / "out", writable / "ipc"
+            writable.mkdir(mode=0o700)
+        for folder in (self.inbox,) if self._bounded else (self.inbox, self.outbox, ipc):
             folder.mkdir(mode=0o755 if folder is self.inbox else 0o700)
             if uid is not None and folder is not self.inbox:
                 os.chown(folder, uid, uid)
@@ -198,6 +206,11 @@ class Kernel:
                     shutil.copyfile(notebook, copy, follow_symlinks=False)
                 os.chmod(copy, 0o644)
                 binds.append(("--ro-bind", str(copy), f"{WORK}/submission.ipynb"))
+        elif mountns:  # made by the mount script (Sandbox.wrap), on the bounded file system
+            private = self.dir / "w"
+            home, tmp = str(private / "home"), str(private / "tmp")
+            inbox, outbox = str(self.inbox), str(self.outbox)
+            cwd_host = None
         else:  # no sandbox: a private folder on the host
             private = self.dir / "private"
             for sub in ("tmp", "home", "work", "home/.ipython", "home/.ipython/profile_default"):
@@ -237,7 +250,7 @@ class Kernel:
                                    info_fd=info_write)
             popen_env: dict[str, str] | None = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         else:
-            command = sandbox.wrap(argv, slot, [])
+            command = sandbox.wrap(argv, slot, [], private=str(self.dir / "w") if mountns else None)
             popen_env = kernel_env
         if sandbox.cgroups and bwrap:
             self.cgroup = Cgroup(f"course-grade-{os.getpid()}-{next(self._run_ids)}", sandbox.memory_bytes,
@@ -269,9 +282,13 @@ class Kernel:
         try:
             if bwrap:
                 info, info_read = info_read, None
-                self._open_outbox(info, startup_timeout)
+                self._open_outbox(self._sandbox_pid(info, startup_timeout), OUT, startup_timeout)
                 self.client.ip = f"{self.outbox}/k"  # the same socket files, as the grader reaches them
-            if not bwrap:  # a host folder, watched; in the sandbox the file system's size is the limit
+            elif mountns:
+                self._open_outbox(self.proc.pid, str(self.outbox), startup_timeout)
+                ipc = self.outbox.parent / "ipc"
+                self.client.ip = f"{ipc}/k"
+            if not self._bounded:  # a host folder, watched; elsewhere the file system's size is the limit
                 threading.Thread(target=self._watch_disk, name="course-grade-disk", daemon=True).start()
             self._wait_sockets(self.outbox if bwrap else ipc, uid, startup_timeout)
             # Connect once the kernel made its socket files, and never reconnect: a socket file the
@@ -288,14 +305,10 @@ class Kernel:
             self.close()
             raise
 
-    def _open_outbox(self, info: int, timeout: float) -> None:
-        """Read the sandbox's first process from bwrap's ``--info-fd``, and open the kernel's reply
-        folder through that process's root, once, before any of the student's code runs: from then
-        on replies are opened relative to this descriptor (a folder the kernel renames, or a link it
-        plants, leads nowhere), and its size (blocks of a bounded file system) is the disk quota."""
+    def _sandbox_pid(self, info: int, timeout: float) -> int:
+        """The sandbox's first process, from bwrap's ``--info-fd``."""
         import json
         import select
-        import stat
 
         data, deadline, child = b"", time.monotonic() + timeout, None
         try:
@@ -316,7 +329,17 @@ class Kernel:
                         raise RuntimeError("bwrap's report could not be read") from None
         finally:
             os.close(info)
-        self.outbox = Path(f"/proc/{child}/root{OUT}")
+        return child
+
+    def _open_outbox(self, pid: int, inside: str, timeout: float) -> None:
+        """Open the kernel's reply folder (``inside``, as process ``pid`` sees it) through that
+        process's root, once, before any of the student's code runs: from then on replies are opened
+        relative to this descriptor (a folder the kernel renames, or a link it plants, leads
+        nowhere), and its size (blocks of a bounded file system) is the disk quota."""
+        import stat
+
+        deadline = time.monotonic() + timeout
+        self.outbox = Path(f"/proc/{pid}/root{inside}")
         host = os.stat("/").st_dev
         while True:  # until bwrap has mounted it (the same size, another file system than the host's)
             try:
