@@ -931,6 +931,9 @@ class StudentKernel:
             box = rules.wanted_graph() if op == "call" else None
             if box is not None:  # require_graph: the autograd facts, computed where the graph is
                 payload["graph"] = list(box["grad"])
+            relayed = _relay_inputs(args, kwargs) if op == "call" and torch.is_grad_enabled() else []
+            if relayed:  # the result's graph stays in the kernel: its backward pass is relayed there
+                payload["relay"] = [where for where, _ in relayed]
             reply = self._request(op, target=obj, args=args, kwargs=kwargs, **payload)
             if box is not None:
                 box["facts"] = _graph_reply(reply.get("graph"))
@@ -953,7 +956,36 @@ class StudentKernel:
                     for cell in fn.__closure__ or ():
                         if type(cell.cell_contents) is list:
                             cell.cell_contents.append(label)
-            return self._result(reply, args, kwargs)
+            value = self._result(reply, args, kwargs)
+            relay = reply.get("relay")
+            if relayed and type(relay) is int and isinstance(value, torch.Tensor) and value.is_floating_point() \
+                    and value.requires_grad:
+                value = _relay_function().apply(self, (self.generation, relay), value, *[t for _, t in relayed])
+            return value
+
+    def relay_backward(self, key: tuple[int, int], grad: Any, inputs: list) -> list:
+        """The gradients of a relayed result (see :func:`_relay_function`) for its ``inputs``,
+        computed in the kernel, where its graph is: each ``None`` or a tensor of its input's shape
+        and dtype (else the grader's helper failed)."""
+        import torch
+
+        generation, relay = key
+        if generation != self.generation:
+            raise KernelDied("the kernel was restarted after this result was computed")
+        profiler = sys.getprofile()  # the rules' module recorder must not see the grader's own work
+        sys.setprofile(None)
+        try:
+            with torch._C.DisableTorchFunction():
+                reply = self._request("backward", target=None, relay=relay, grad=grad.detach())
+                grads = self._result(reply, (), {})
+        finally:
+            sys.setprofile(profiler)
+        if not isinstance(grads, list) or len(grads) != len(inputs):
+            raise HelperFailed("malformed gradients")
+        for g, x in zip(grads, inputs):
+            if g is not None and not (isinstance(g, torch.Tensor) and g.shape == x.shape and g.dtype == x.dtype):
+                raise HelperFailed("malformed gradients")
+        return grads
 
     def _request(self, op: str, **payload: Any) -> dict:
         started = time.monotonic()
@@ -1045,6 +1077,55 @@ class StudentKernel:
         self.raised.append(error)
         raise rebuild_exception(error)
 
+
+
+def _relay_inputs(args: tuple, kwargs: dict) -> list:
+    """The grader's tensors a call's result may depend on, for a relayed backward pass: each as
+    ``([argument, parameter name or None], tensor)``: the parameters of its module arguments and
+    its tensor arguments that require a gradient."""
+    import torch
+
+    found, seen = [], set()
+    for key, a in [*enumerate(args), *kwargs.items()]:
+        if isinstance(a, torch.nn.Module):
+            items = [(name, q) for name, q in a.named_parameters()]
+        elif isinstance(a, torch.Tensor):
+            items = [(None, a)]
+        else:
+            continue
+        for name, t in items:
+            if t.requires_grad and t.is_floating_point() and id(t) not in seen:
+                seen.add(id(t))
+                found.append(([key, name], t))
+    return found
+
+
+_RELAY: Any = None
+
+
+def _relay_function() -> Any:
+    """An autograd function whose forward pass is a result computed in the kernel and whose
+    backward pass is computed there, through the student's own graph
+    (:meth:`StudentKernel.relay_backward`): a checker's ``backward()`` gives the grader's tensors
+    and parameters the gradients the student's code gives, as in the notebook."""
+    global _RELAY
+    if _RELAY is None:
+        import torch
+
+        class Relay(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, session, key, value, *inputs):  # type: ignore[override]
+                ctx.session, ctx.key, ctx.inputs = session, key, [(i.shape, i.dtype) for i in inputs]
+                return value.detach().clone()
+
+            @staticmethod
+            def backward(ctx, grad):  # type: ignore[override]
+                shapes = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in ctx.inputs]
+                grads = ctx.session.relay_backward(ctx.key, grad, shapes)
+                return (None, None, None, *grads)
+
+        _RELAY = Relay
+    return _RELAY
 
 
 def _tree(root: int) -> list[int]:
