@@ -733,3 +733,55 @@ def test_without_bwrap_as_an_ordinary_user_the_weaker_disk_quota_is_said_plainly
     assert not sandbox.mountns and sandbox.kind == "none"
     assert "writes past its disk quota between two looks" in sandbox.describe()
     assert "/tmp or any other folder that user can write is not covered" in sandbox.describe()
+
+
+_CHILD_CONNECTS = '''
+import subprocess, sys
+code = "import socket\\ntry:\\n    socket.create_connection(('127.0.0.1', {port}), timeout=3)\\n    print('open')\\nexcept OSError as e:\\n    print(type(e).__name__)"
+child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
+'''
+
+
+@pytest.mark.parametrize("mode", ["as root", "as an ordinary user"])
+def test_without_bwrap_a_child_process_reaches_no_network_either(tmp_path, shared_tmp, mode):
+    """Issue 30: without bubblewrap, Python's socket module is patched in the kernel, but a child
+    process is a fresh Python: it must find no network (a network namespace of its own, made with
+    unshare), not the host's loopback, where a listener waits here; as root and as a user."""
+    argv = _ordinary_user(tmp_path, as_root=mode == "as root")
+    if argv is None:
+        pytest.skip("no such mode here")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    script = textwrap.dedent(f'''
+        import json
+        from companion.grading.sandbox import Sandbox, release
+        from companion.grading.session import StudentKernel, kernel_env, Limits
+        sandbox = Sandbox.detect(enabled=False).reserve(1)
+        sk = StudentKernel([(0, {_CHILD_CONNECTS.format(port=port)!r})], sandbox, 0, kernel_env(), Limits(notebook=60, cell=60))
+        try:
+            sk.run()
+            print("RESULT" + json.dumps({{"child": sk.lookup("child"), "netns": bool(sandbox.netns),
+                                          "runs": {{i: r.status for i, r in sk.runs.items()}}}}))
+        finally:
+            sk.close()
+            release(sandbox)
+    ''')
+    env_prefix = ["env", f"PYTHONPATH={ROOT}", f"HOME={shared_tmp}", "PATH=/usr/local/bin:/usr/bin:/bin"]
+    try:
+        done = subprocess.run([*argv, *env_prefix, sys.executable, "-c", script], cwd=shared_tmp,
+                              capture_output=True, text=True, timeout=600)
+        accepted = []
+        try:
+            while True:
+                accepted.append(listener.accept()[0])
+        except OSError:
+            pass
+    finally:
+        listener.close()
+    assert "RESULT" in done.stdout, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT", 1)[1])
+    assert result["netns"] and result["runs"] == {"0": "ok"}, result
+    assert result["child"] in ("ConnectionRefusedError", "OSError", "TimeoutError") and accepted == [], result

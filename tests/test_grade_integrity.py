@@ -236,7 +236,10 @@ def test_the_gradescope_bundle_installs_and_grades_in_a_clean_environment(tmp_pa
     """Issue 30: setup.sh installs the distribution by its real name (with the grade extra) into a
     new virtual environment of a Python >= 3.11, and run_autograder grades a submission there.
     Offline: from this clone (COURSE_SOURCE), the dependencies taken from this environment
-    (COURSE_EXTRA_SITE), apt skipped. Gradescope's image itself cannot be tested here."""
+    (COURSE_EXTRA_SITE), apt skipped. The image's ``python3`` and ``python3.12`` are too old (a
+    stand-in for 3.10 that fails the version test and records being asked), a ``python3.11`` is on
+    the PATH: setup.sh must refuse the old one it finds first and take 3.11. Not tested here (no network, no container): Gradescope's image itself, and the
+    deadsnakes and uv routes to a Python when none is there."""
     import os
     import subprocess
     import sys
@@ -256,13 +259,21 @@ def test_the_gradescope_bundle_installs_and_grades_in_a_clean_environment(tmp_pa
     for name, text in files.items():
         (autograder / name).write_text(text)
         (autograder / name).chmod(0o755)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "AUTOGRADER_ROOT": str(autograder),
-           "COURSE_SKIP_APT": "1", "COURSE_PYTHON": os.path.join(os.path.realpath(sys.base_prefix), "bin", "python3"),
+    image = tmp_path / "image-bin"  # what Gradescope's image offers: python3 is 3.10
+    image.mkdir()
+    asked = tmp_path / "python3.10-asked"
+    for name in ("python3", "python3.12"):  # asked before python3.11 (setup.sh tries newer ones first)
+        (image / name).write_text(f"#!/bin/sh\necho \"$@\" >> {asked}\nexit 1\n")  # like 3.10: unsupported
+        (image / name).chmod(0o755)
+    (image / "python3.11").symlink_to(os.path.join(os.path.realpath(sys.base_prefix), "bin", "python3"))
+    env = {"PATH": f"{image}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "AUTOGRADER_ROOT": str(autograder),
+           "COURSE_SKIP_APT": "1",
            "COURSE_SOURCE": root.as_uri(), "COURSE_EXTRA_SITE": sysconfig.get_paths()["purelib"],
            "COURSE_PIP_OPTIONS": "--quiet --no-index --no-deps --no-build-isolation", "TMPDIR": str(tmp_path)}
     done = subprocess.run(["bash", str(autograder / "setup.sh")], env=env, capture_output=True, text=True, timeout=900,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "sys.version_info < (3, 11)" in asked.read_text()  # python3 was asked, and refused
     venv_python = autograder / "venv" / "bin" / "python"
     where = subprocess.run([str(venv_python), "-c", "import companion, sys; print(companion.__file__); print(sys.version_info >= (3, 11))"],
                            capture_output=True, text=True, env=env, cwd=tmp_path)

@@ -72,6 +72,14 @@ def my_attention(Q, K, V):
         w = torch.exp(Q @ K.T / math.sqrt(Q.shape[-1]))
         return (w / w.sum(-1, keepdim=True)) @ V
 """
+ATTENTION_DETACHED = """
+import math
+import torch
+
+def my_attention(Q, K, V):
+    w = torch.exp(Q @ K.T / math.sqrt(Q.shape[-1]))
+    return ((w / w.sum(-1, keepdim=True)) @ V).detach()
+"""
 # Issue 30: a student who read the grader's source replaces the observer and the source reader
 # inside the kernel, so that the library's softmax goes unseen there.
 TAMPERED = ["import torch", """
@@ -163,6 +171,7 @@ def graded(tmp_path_factory):
     for name, cells in {**CASES, **GRAPH_CASES, "tampered": TAMPERED, "tampered_quietly": TAMPERED_QUIETLY}.items():
         _write(folder, name, 2, cells)
     _write(folder, "attention_no_grad", 2, [ATTENTION_NO_GRAD])
+    _write(folder, "attention_detached", 2, [ATTENTION_DETACHED])
     _write(folder, "cached_companion", 11, CACHED_COMPANION)
     _write(folder, "s2s_detached", 9, [S2S_DETACHED])
     _write(folder, "s2s_partly_detached", 9, [S2S_PARTLY_DETACHED])
@@ -223,9 +232,11 @@ def test_an_answer_that_cuts_the_graph_fails_in_grading_as_in_the_notebook(grade
     assert got["status"] == "not yet" and got["message"] == verdict.message, got
 
 
-def test_attention_under_no_grad_fails_in_grading_as_in_the_notebook(graded):
-    verdict = _notebook_verdict([ATTENTION_NO_GRAD], attention_checks.attention, "my_attention")
-    got = graded["attention_no_grad 2.2"]
+@pytest.mark.parametrize("case", ["attention_no_grad", "attention_detached"])
+def test_attention_under_no_grad_or_detached_fails_in_grading_as_in_the_notebook(graded, case):
+    source = {"attention_no_grad": ATTENTION_NO_GRAD, "attention_detached": ATTENTION_DETACHED}[case]
+    verdict = _notebook_verdict([source], attention_checks.attention, "my_attention")
+    got = graded[f"{case} 2.2"]
     assert not verdict.passed and got["status"] == "not yet" and got["message"] == verdict.message, got
 
 
