@@ -308,3 +308,28 @@ def test_forged_replies_with_many_type_names_cost_the_grader_no_lasting_memory()
     tracemalloc.stop()
     assert len(wire._REMOTE_CLASSES) <= 256 and len(session._EXCEPTIONS) <= 256
     assert grown < 8 * 2**20, grown
+
+
+def test_a_forged_reply_of_millions_of_elements_costs_the_grader_no_memory_or_time():
+    """Issue 30: a reply file whose description is 10 million empty lists (30 MB, within the size
+    limit of a reply) is refused before it is parsed: the grader's memory grows by less than
+    64 MiB and it takes less than a second of CPU time (before, parsing and decoding it took about
+    a gigabyte and seconds, counted nowhere)."""
+    import time
+    import tracemalloc
+
+    from safetensors.torch import save
+
+    from companion.grading import wire
+
+    data = save({}, metadata={wire.META_KEY: "[" + "[]," * 10_000_000 + "[]]"})
+    tracemalloc.start()
+    started = time.process_time()
+    with pytest.raises(wire.WireError, match="more elements than any value"):
+        wire.parse_safe(data)
+    spent = time.process_time() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 64 * 2**20 and spent < 1.0, (peak, spent)
+    honest = wire.parse_safe(save({}, metadata={wire.META_KEY: json.dumps([[1, 2.5, "a,b"]] * 1000)}))
+    assert honest[0] == [1, 2.5, "a,b"]

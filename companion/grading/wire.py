@@ -492,6 +492,21 @@ def read_bytes(path: str | os.PathLike, max_bytes: int, dir_fd: int | None = Non
         os.close(fd)
 
 
+def _check_elements(text: "str | bytes") -> None:
+    """Refuse, before parsing it, a JSON text with more elements than an honest reply can have (at
+    most :data:`_MAX_ITEMS`, as the kernel's encoder counts them): a forged reply of millions of
+    empty lists would otherwise cost the grader gigabytes and seconds to parse and decode. Counted
+    with ``count`` (commas and openings bound the elements; brackets inside strings only make the
+    bound looser)."""
+    if isinstance(text, str):
+        counts = text.count(",") + text.count("[") + text.count("{")
+    else:
+        counts = text.count(b",") + text.count(b"[") + text.count(b"{")
+    if counts > 4 * _MAX_ITEMS:
+        raise WireError(f"a reply with more elements than any value the grader asks for ({counts:,} > "
+                        f"{4 * _MAX_ITEMS:,})")
+
+
 def parse_safe(data: bytes, session: Any = None) -> Any:
     """The value in the bytes of a file written by :func:`write_safe`. Raises :class:`WireError`."""
     from safetensors.torch import load
@@ -502,11 +517,14 @@ def parse_safe(data: bytes, session: Any = None) -> Any:
         n = int.from_bytes(data[:8], "little")
         if n > len(data) - 8:
             raise WireError("a truncated reply file")
-        header = json.loads(data[8:8 + n].decode("utf-8"))
+        raw = data[8:8 + n]
+        _check_elements(raw)
+        header = json.loads(raw.decode("utf-8"))
         meta = header.get("__metadata__") if isinstance(header, dict) else None
         text = meta.get(META_KEY) if isinstance(meta, dict) else None
         if not isinstance(text, str):
             raise WireError("the reply file has no description")
+        _check_elements(text)
         tensors = load(data)
         structure = json.loads(text)
     except WireError:
