@@ -304,10 +304,24 @@ class Sandbox:
             parents(path)
             cmd += ["--perms", "1777", "--size", str(self.tmpfs_bytes), "--tmpfs", path]
             made.add(path)
-        for path in [*_python_paths(), str(course_root() / "companion")]:
+        mounted = [*_python_paths(), str(course_root() / "companion")]
+        for path in mounted:
             parents(path)
             cmd += ["--ro-bind", path, path]
             made.add(path)
+        # The interpreter may be a chain of links (a virtual environment made by a python3.11 that
+        # is itself a link elsewhere): each link outside what is mounted is made again, alone.
+        inside = tuple(m.rstrip("/") + "/" for m in [*mounted, "/usr", "/etc", "/bin", "/lib", "/lib64"])
+        link = python_executable()
+        for _ in range(16):
+            if not os.path.islink(link):
+                break
+            target = os.path.join(os.path.dirname(link), os.readlink(link))
+            if not link.startswith(inside) and link not in made:
+                parents(link)
+                cmd += ["--symlink", os.readlink(link), link]
+                made.add(link)
+            link = os.path.normpath(target)
         for option, host, inside in binds:
             parents(inside)
             if option == "--dir":  # a working folder of its own, in memory, of bounded size
