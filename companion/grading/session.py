@@ -267,6 +267,11 @@ class Kernel:
                 stderr=log_write, start_new_session=True, preexec_fn=sandbox.preexec(self.cgroup), close_fds=True,
                 pass_fds=pass_fds,
             )
+        except BaseException:
+            os.close(log_read)
+            if info_read is not None:
+                os.close(info_read)
+            raise
         finally:
             os.close(log_write)
             for fd in (self._seccomp, info_write):
@@ -624,7 +629,8 @@ class Kernel:
                                   wall=by_wall)
                 content = msg["content"]
                 if self.over_disk_quota():  # the code that filled it is to blame, not the next one
-                    raise KernelDied(self.over_quota, str(content.get("ename", "")), str(content.get("evalue", ""))[:2000])
+                    raise KernelDied(self.over_quota, str(content.get("ename", "")),
+                                     str(content.get("evalue", ""))[:2000])
                 payload = content.get("payload") or []
                 leaving = any(isinstance(p, dict) and p.get("source") == "ask_exit" for p in payload)
                 return Reply(content.get("status", "error"), str(content.get("ename", "")),
