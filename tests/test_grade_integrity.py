@@ -313,8 +313,9 @@ def test_forged_replies_with_many_type_names_cost_the_grader_no_lasting_memory()
 def test_a_forged_reply_of_millions_of_elements_costs_the_grader_no_memory_or_time():
     """Issue 30: a reply file whose description is 10 million empty lists (30 MB, within the size
     limit of a reply) is refused before it is parsed: the grader's memory grows by less than
-    64 MiB and it takes less than a second of CPU time (before, parsing and decoding it took about
-    a gigabyte and seconds, counted nowhere)."""
+    64 MiB and it takes less than a second of CPU time (before, parsing and decoding it grew the
+    grader by 1.4 GB and took 9.6 s of CPU time, measured once on the course's 2-core machine,
+    counted nowhere)."""
     import time
     import tracemalloc
 
