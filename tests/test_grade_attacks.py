@@ -222,9 +222,9 @@ try:
 except (MemoryError, RuntimeError) as exc:
     found["memory"] = type(exc).__name__
 ''', REPORT), folder / "mallory" / "walls.ipynb")
-    # 6. Filling the disk: its working folder (in memory, bounded), then the reply folder, the
-    # only one on the host's disk it may write, with files of 64 MiB (killed past its quota; the
-    # replay skips that cell), and its log through the C-level stderr.
+    # 6. Filling the disk: its working folder (in memory, bounded), then the reply folder (in
+    # memory too, of the quota's size) with files of 64 MiB (killed once it is full; the replay
+    # skips that cell), and its log through the C-level stderr (a pipe; killed past the quota).
     _write(_notebook(1, common, '''
 found["work_mib"] = 0
 try:
@@ -402,13 +402,14 @@ def test_the_attacks_gain_no_points(attacked):
 
 
 # ------------------------------------------------------------------ as an ordinary user
-def _ordinary_user(tmp_path: Path) -> list[str] | None:
+def _ordinary_user(tmp_path: Path, as_root: bool = False) -> list[str] | None:
     """The command prefix that runs what follows as an ordinary user ([] when we are one already;
     None when that is impossible here). As root, a user is made (``useradd``); where this Python
     lives below /root (a folder only root may enter), a private mount namespace shows it to that
-    user without changing anything on the machine."""
+    user without changing anything on the machine. ``as_root``: the same namespace, but what
+    follows stays root (a grader run as root whose Python every user can reach)."""
     if os.geteuid() != 0:
-        return []
+        return None if as_root else []
     if not all(shutil.which(t) for t in ("setpriv", "useradd", "unshare", "mount")):
         return None
     name = "coursegradetest"
@@ -417,7 +418,7 @@ def _ordinary_user(tmp_path: Path) -> list[str] | None:
                           capture_output=True).returncode != 0:
             return None
     uid = subprocess.run(["id", "-u", name], capture_output=True, text=True).stdout.strip()
-    drop = f"exec setpriv --reuid={uid} --regid={uid} --clear-groups --reset-env"
+    drop = "exec" if as_root else f"exec setpriv --reuid={uid} --regid={uid} --clear-groups --reset-env"
     base = os.path.realpath(sys.base_prefix)
     if not base.startswith("/root/"):
         return ["sh", "-c", drop + ' "$@"', "sh"]
@@ -526,28 +527,54 @@ def _kernel_dirs(tag: str) -> list[Path]:
     return found
 
 
-def test_sigterm_leaves_no_copy_cgroup_or_process_behind(tmp_path):
+@pytest.mark.parametrize("mode", ["as it runs", "as an ordinary user"])
+def test_sigterm_leaves_no_copy_cgroup_or_process_behind(tmp_path, shared_tmp, mode):
+    """Issue 30: SIGTERM to the grader while a kernel runs: every process the grader started ends,
+    and no kernel folder, notebook copy or cgroup is left; as root and as an ordinary user."""
+    from companion.grading.session import _tree
+
+    argv = [] if mode == "as it runs" else _ordinary_user(tmp_path)
+    if argv is None:
+        pytest.skip("no ordinary user to grade as")
     tag = f"sigterm-{os.getpid()}-{time.time_ns()}"
-    _write(_notebook(1, f"# {tag}\nimport time\ntime.sleep(600)"), tmp_path / "sleepy.ipynb")
-    proc = subprocess.Popen([sys.executable, "-m", "companion.grade", "sleepy.ipynb", "--out", "gb.csv", "--quiet"],
-                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _write(_notebook(1, f"# {tag}\nimport time\ntime.sleep(600)"), shared_tmp / "sleepy.ipynb")
+    os.chmod(shared_tmp / "sleepy.ipynb", 0o644)
+    env = ["env", f"PYTHONPATH={ROOT}", f"HOME={shared_tmp}", "PATH=/usr/local/bin:/usr/bin:/bin"]
+    cgroups = lambda: {p for base in (Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/pids")) if base.exists()  # noqa: E731
+                       for p in base.glob("course-grade-*")}
+    cgroups_before = cgroups()
+    proc = subprocess.Popen([*argv, *env, sys.executable, "-m", "companion.grade", "sleepy.ipynb", "--out",
+                             "gb.csv", "--quiet"], cwd=shared_tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     while not _kernel_dirs(tag) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.5)
     dirs = _kernel_dirs(tag)
     assert dirs, proc.stderr.read().decode() if proc.poll() is not None else "no kernel started"
     time.sleep(2)
+    started = {p: _cmdline(Path(f"/proc/{p}"))[:200] for p in _tree(proc.pid) if p != proc.pid}
+    assert len(started) >= 3, started  # workers, bwrap, the kernel (and multiprocessing's fork server)
+    # this run's cgroups: named after its worker processes (other graders may run on this machine)
+    made = {c for c in cgroups() - cgroups_before if c.name.split("-")[2:3] and c.name.split("-")[2].isdigit()
+            and int(c.name.split("-")[2]) in started}
+    assert made or mode != "as it runs" or not SANDBOX.cgroups
     proc.terminate()  # SIGTERM
     proc.wait(timeout=120)
-    time.sleep(1)
+    assert proc.returncode != 0
     assert _kernel_dirs(tag) == [] and not any(d.exists() for d in dirs)
-    cgroups = [p for base in (Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/pids")) if base.exists()
-               for p in base.glob(f"course-grade-*")]
-    alive = [p for p in Path("/proc").iterdir() if p.name.isdigit() and tag.encode() in _cmdline(p)]
-    assert alive == []
-    assert not [c for c in cgroups if (c / "cgroup.procs").exists() and (c / "cgroup.procs").read_text().strip()
-                and str(proc.pid) in c.name], cgroups
+    deadline = time.monotonic() + 10  # the fork server ends once it sees the grader gone
+    while (left := {p: c for p, c in started.items() if Path(f"/proc/{p}").exists() and not _zombie(p)}) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == {}
+    assert not [c for c in made if c.exists()], made
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True
+    return data[data.rfind(b")") + 2:].split()[0] == b"Z"
 
 
 def test_the_users_locks_are_in_a_private_folder_and_only_free_uids_are_taken(tmp_path):
@@ -575,42 +602,83 @@ def test_the_users_locks_are_in_a_private_folder_and_only_free_uids_are_taken(tm
     assert not planted.exists() or planted.stat().st_uid == 0
 
 
-def _deleted_but_open_notebook() -> list[tuple[int, str]]:
-    return [(0, "import os\nheld = []\nfor n in range(4):\n    f = open(f'/grader/out/hidden-{n}', 'wb')\n"
-                "    for _ in range(24):\n        f.write(b'\\0' * 2**20)\n        f.flush()\n"
-                "    os.unlink(f'/grader/out/hidden-{n}')\n    held.append(f)\n"
-                "os.makedirs('/grader/out/locked/deep')\nopen('/grader/out/locked/deep/x', 'wb').write(b'\\0' * 2**20)\n"
-                "os.chmod('/grader/out/locked', 0)\nimport time\ntime.sleep(30)"),
-            (1, "survived = True")]
+def _deleted_but_open_notebook(marker: str) -> list[tuple[int, str]]:
+    """An unlistable folder with 8 MiB in it, then 4 files of 24 MiB, each deleted while held open,
+    written as fast as the disk takes them: the cell reports how many MiB it could write. Then a
+    file in /tmp (``marker``), which must not be the host's."""
+    return [(0, textwrap.dedent("""\
+                import os
+                out = __import__('companion.grading.kernel', fromlist=['prelude'])._out  # the reply folder
+                written, held = 0, []
+                try:
+                    os.makedirs(out + '/locked/deep')
+                    with open(out + '/locked/deep/x', 'wb') as f:
+                        for _ in range(8):
+                            f.write(b'\\0' * 2**20)
+                            written += 1
+                    os.chmod(out + '/locked', 0)
+                    for n in range(4):
+                        f = open(f'{out}/hidden-{n}', 'wb')
+                        os.unlink(f'{out}/hidden-{n}')
+                        held.append(f)
+                        for _ in range(24):
+                            f.write(b'\\0' * 2**20)
+                            f.flush()
+                            written += 1
+                except OSError as exc:
+                    error = type(exc).__name__
+                raise ValueError(f"WRITTEN {written}")
+                """)),
+            (1, f"open({marker!r}, 'w').write('x')\nsurvived = True")]
 
 
-def _disk_attack(sandbox) -> tuple[list[str], bool]:
+def _disk_attack(sandbox) -> tuple[list[str], list[Path], int]:
+    """The notes of grading that notebook with a quota of 64 MiB, what the kernel left (its
+    folders, the file it wrote to /tmp), and how many MiB the notebook could write."""
     import dataclasses
 
+    from companion.grading import session
     from companion.grading.session import StudentKernel, kernel_env
 
+    marker = f"/tmp/course-attack-disk-{os.getpid()}-{time.time_ns()}"
     small = dataclasses.replace(sandbox, disk_bytes=64 * 2**20)
-    sk = StudentKernel(_deleted_but_open_notebook(), small, 0, kernel_env(), Limits(notebook=60, cell=60))
-    before = set(Path("/tmp").glob("course-grade-*"))
+    sk = StudentKernel(_deleted_but_open_notebook(marker), small, 0, kernel_env(), Limits(notebook=60, cell=60))
+    folders: list[Path] = []  # each kernel's folder (other graders may make theirs in /tmp meanwhile)
+    original = session.Kernel.__init__
+
+    def recorded(self, *args, **kwargs):
+        try:
+            original(self, *args, **kwargs)
+        finally:
+            folders.append(getattr(self, "dir", None))
+
+    session.Kernel.__init__ = recorded
     try:
         sk.run()
         notes = list(sk.notes)
+        written = int(sk.runs[0].evalue.split("WRITTEN ")[1]) if "WRITTEN " in sk.runs[0].evalue else -1
+        assert sk.runs[1].status == "ok", sk.runs
     finally:
+        session.Kernel.__init__ = original
         sk.close()
-    return notes, sorted(set(Path("/tmp").glob("course-grade-*")) - before)
+    assert len(folders) >= 2  # the kernel stopped at its quota, and the one that replayed without cell 0
+    return notes, [d for d in folders if d is None or d.exists()] + [Path(marker)] * os.path.exists(marker), written
 
 
 def test_deleted_but_open_files_and_unlistable_folders_count_against_the_disk_quota():
-    """Issue 30: 96 MiB in files deleted while held open, and a folder made unlistable, against a
-    quota of 64 MiB: the kernel is stopped, and nothing of it outlives grading."""
+    """Issue 30: 104 MiB in an unlistable folder and in files deleted while held open, against a
+    quota of 64 MiB: the quota is the size of the file system they are written to (counted in
+    blocks), so no write passes it (before, a listing every 0.2 s let all 104 MiB through); the
+    kernel is stopped, that cell blamed, and nothing of it outlives grading."""
     sandbox = SANDBOX.reserve(1)
     try:
-        notes, left = _disk_attack(sandbox)
+        notes, left, written = _disk_attack(sandbox)
     finally:
         from companion.grading.sandbox import release
 
         release(sandbox)
-    assert any("disk quota" in n for n in notes), notes
+    assert 0 < written <= 64, written
+    assert any("cell 0 ended the kernel (the notebook filled its disk quota" in n for n in notes), notes
     assert left == []
 
 
@@ -626,13 +694,106 @@ def test_as_an_ordinary_user_deleted_and_unlistable_files_count_too(tmp_path, sh
         from companion.grading.sandbox import Sandbox
         sandbox = Sandbox.detect()
         assert sandbox.kind == "bwrap", sandbox.why_not
-        notes, left = _disk_attack(sandbox.reserve(1))
-        print("RESULT" + json.dumps({{"notes": notes, "left": [str(p) for p in left]}}))
+        notes, left, written = _disk_attack(sandbox.reserve(1))
+        print("RESULT" + json.dumps({{"notes": notes, "left": [str(p) for p in left], "written": written}}))
     ''')
     env_prefix = ["env", f"PYTHONPATH={ROOT}", f"HOME={shared_tmp}", "PATH=/usr/local/bin:/usr/bin:/bin"]
     done = subprocess.run([*argv, *env_prefix, sys.executable, "-c", script], cwd=shared_tmp, capture_output=True,
                           text=True, timeout=600)
     assert "RESULT" in done.stdout, done.stderr[-3000:]
     result = json.loads(done.stdout.split("RESULT", 1)[1])
-    assert any("disk quota" in n for n in result["notes"]), result
+    assert 0 < result["written"] <= 64, result
+    assert any("cell 0 ended the kernel (the notebook filled its disk quota" in n for n in result["notes"]), result
     assert result["left"] == []
+
+
+def test_without_bwrap_as_root_the_disk_quota_is_a_bounded_file_system_too(tmp_path, shared_tmp):
+    """Issue 30, the fallback without bubblewrap, as root: each kernel in a mount namespace of its
+    own, its folders on a file system of the quota's size and /tmp in memory: the same 104 MiB
+    attack writes at most 64, and leaves nothing in the host's /tmp (before: all 104 MiB, on the
+    host's disk, and a file in /tmp)."""
+    argv = _ordinary_user(tmp_path, as_root=True)
+    if argv is None:
+        pytest.skip("not root, or no mount namespaces here")
+    script = textwrap.dedent(f'''
+        import json, sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+        from test_grade_attacks import _disk_attack
+        from companion.grading.sandbox import Sandbox
+        sandbox = Sandbox.detect(enabled=False)
+        assert sandbox.mountns and "disk quota, by blocks" in sandbox.describe(), sandbox
+        notes, left, written = _disk_attack(sandbox.reserve(1))
+        print("RESULT" + json.dumps({{"notes": notes, "left": [str(p) for p in left], "written": written}}))
+    ''')
+    env_prefix = ["env", f"PYTHONPATH={ROOT}", f"HOME={shared_tmp}", "PATH=/usr/local/bin:/usr/bin:/bin"]
+    done = subprocess.run([*argv, *env_prefix, sys.executable, "-c", script], cwd=shared_tmp, capture_output=True,
+                          text=True, timeout=600)
+    assert "RESULT" in done.stdout, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT", 1)[1])
+    assert 0 < result["written"] <= 64, result
+    assert any("cell 0 ended the kernel (the notebook filled its disk quota" in n for n in result["notes"]), result
+    assert result["left"] == []
+
+
+def test_without_bwrap_as_an_ordinary_user_the_weaker_disk_quota_is_said_plainly(monkeypatch):
+    """Without bubblewrap and without root no file system can be mounted for the kernel: the
+    grader says that its disk quota is a listing a fast kernel outruns, and that /tmp is open."""
+    import companion.grading.sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module.os, "geteuid", lambda: 1000)
+    sandbox = Sandbox.detect(enabled=False)
+    assert not sandbox.mountns and sandbox.kind == "none"
+    assert "writes past its disk quota between two looks" in sandbox.describe()
+    assert "/tmp or any other folder that user can write is not covered" in sandbox.describe()
+
+
+_CHILD_CONNECTS = '''
+import subprocess, sys
+code = "import socket\\ntry:\\n    socket.create_connection(('127.0.0.1', {port}), timeout=3)\\n    print('open')\\nexcept OSError as e:\\n    print(type(e).__name__)"
+child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
+'''
+
+
+@pytest.mark.parametrize("mode", ["as root", "as an ordinary user"])
+def test_without_bwrap_a_child_process_reaches_no_network_either(tmp_path, shared_tmp, mode):
+    """Issue 30: without bubblewrap, Python's socket module is patched in the kernel, but a child
+    process is a fresh Python: it must find no network (a network namespace of its own, made with
+    unshare), not the host's loopback, where a listener waits here; as root and as a user."""
+    argv = _ordinary_user(tmp_path, as_root=mode == "as root")
+    if argv is None:
+        pytest.skip("no such mode here")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    script = textwrap.dedent(f'''
+        import json
+        from companion.grading.sandbox import Sandbox, release
+        from companion.grading.session import StudentKernel, kernel_env, Limits
+        sandbox = Sandbox.detect(enabled=False).reserve(1)
+        sk = StudentKernel([(0, {_CHILD_CONNECTS.format(port=port)!r})], sandbox, 0, kernel_env(), Limits(notebook=60, cell=60))
+        try:
+            sk.run()
+            print("RESULT" + json.dumps({{"child": sk.lookup("child"), "netns": bool(sandbox.netns),
+                                          "runs": {{i: r.status for i, r in sk.runs.items()}}}}))
+        finally:
+            sk.close()
+            release(sandbox)
+    ''')
+    env_prefix = ["env", f"PYTHONPATH={ROOT}", f"HOME={shared_tmp}", "PATH=/usr/local/bin:/usr/bin:/bin"]
+    try:
+        done = subprocess.run([*argv, *env_prefix, sys.executable, "-c", script], cwd=shared_tmp,
+                              capture_output=True, text=True, timeout=600)
+        accepted = []
+        try:
+            while True:
+                accepted.append(listener.accept()[0])
+        except OSError:
+            pass
+    finally:
+        listener.close()
+    assert "RESULT" in done.stdout, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT", 1)[1])
+    assert result["netns"] and result["runs"] == {"0": "ok"}, result
+    assert result["child"] in ("ConnectionRefusedError", "OSError", "TimeoutError") and accepted == [], result

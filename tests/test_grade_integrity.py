@@ -236,7 +236,10 @@ def test_the_gradescope_bundle_installs_and_grades_in_a_clean_environment(tmp_pa
     """Issue 30: setup.sh installs the distribution by its real name (with the grade extra) into a
     new virtual environment of a Python >= 3.11, and run_autograder grades a submission there.
     Offline: from this clone (COURSE_SOURCE), the dependencies taken from this environment
-    (COURSE_EXTRA_SITE), apt skipped. Gradescope's image itself cannot be tested here."""
+    (COURSE_EXTRA_SITE), apt skipped. The image's ``python3`` and ``python3.12`` are too old (a
+    stand-in for 3.10 that fails the version test and records being asked), a ``python3.11`` is on
+    the PATH: setup.sh must refuse the old one it finds first and take 3.11. Not tested here (no network, no container): Gradescope's image itself, and the
+    deadsnakes and uv routes to a Python when none is there."""
     import os
     import subprocess
     import sys
@@ -256,13 +259,21 @@ def test_the_gradescope_bundle_installs_and_grades_in_a_clean_environment(tmp_pa
     for name, text in files.items():
         (autograder / name).write_text(text)
         (autograder / name).chmod(0o755)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "AUTOGRADER_ROOT": str(autograder),
-           "COURSE_SKIP_APT": "1", "COURSE_PYTHON": os.path.join(os.path.realpath(sys.base_prefix), "bin", "python3"),
+    image = tmp_path / "image-bin"  # what Gradescope's image offers: python3 is 3.10
+    image.mkdir()
+    asked = tmp_path / "python3.10-asked"
+    for name in ("python3", "python3.12"):  # asked before python3.11 (setup.sh tries newer ones first)
+        (image / name).write_text(f"#!/bin/sh\necho \"$@\" >> {asked}\nexit 1\n")  # like 3.10: unsupported
+        (image / name).chmod(0o755)
+    (image / "python3.11").symlink_to(os.path.join(os.path.realpath(sys.base_prefix), "bin", "python3"))
+    env = {"PATH": f"{image}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "AUTOGRADER_ROOT": str(autograder),
+           "COURSE_SKIP_APT": "1",
            "COURSE_SOURCE": root.as_uri(), "COURSE_EXTRA_SITE": sysconfig.get_paths()["purelib"],
            "COURSE_PIP_OPTIONS": "--quiet --no-index --no-deps --no-build-isolation", "TMPDIR": str(tmp_path)}
     done = subprocess.run(["bash", str(autograder / "setup.sh")], env=env, capture_output=True, text=True, timeout=900,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "sys.version_info < (3, 11)" in asked.read_text()  # python3 was asked, and refused
     venv_python = autograder / "venv" / "bin" / "python"
     where = subprocess.run([str(venv_python), "-c", "import companion, sys; print(companion.__file__); print(sys.version_info >= (3, 11))"],
                            capture_output=True, text=True, env=env, cwd=tmp_path)
@@ -297,3 +308,29 @@ def test_forged_replies_with_many_type_names_cost_the_grader_no_lasting_memory()
     tracemalloc.stop()
     assert len(wire._REMOTE_CLASSES) <= 256 and len(session._EXCEPTIONS) <= 256
     assert grown < 8 * 2**20, grown
+
+
+def test_a_forged_reply_of_millions_of_elements_costs_the_grader_no_memory_or_time():
+    """Issue 30: a reply file whose description is 10 million empty lists (30 MB, within the size
+    limit of a reply) is refused before it is parsed: the grader's memory grows by less than
+    64 MiB and it takes less than a second of CPU time (before, parsing and decoding it grew the
+    grader by 1.4 GB and took 9.6 s of CPU time, measured once on the course's 2-core machine,
+    counted nowhere)."""
+    import time
+    import tracemalloc
+
+    from safetensors.torch import save
+
+    from companion.grading import wire
+
+    data = save({}, metadata={wire.META_KEY: "[" + "[]," * 10_000_000 + "[]]"})
+    tracemalloc.start()
+    started = time.process_time()
+    with pytest.raises(wire.WireError, match="more elements than any value"):
+        wire.parse_safe(data)
+    spent = time.process_time() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 64 * 2**20 and spent < 1.0, (peak, spent)
+    honest = wire.parse_safe(save({}, metadata={wire.META_KEY: json.dumps([[1, 2.5, "a,b"]] * 1000)}))
+    assert honest[0] == [1, 2.5, "a,b"]

@@ -10,11 +10,14 @@ What the sandbox gives each kernel (:meth:`Sandbox.command` builds the ``bwrap``
   shared with the grader: ``/grader/in`` (the grader's requests, read-only) and ``/grader/out``
   (the kernel's replies, the only place it can write that the grader reads, always without
   following links). Its working folder is in memory too, of the same bounded size.
-* **a disk quota.** What a kernel can write to the host's disk (its replies, its socket folder,
-  its log) is watched: past :attr:`Sandbox.disk_bytes` or :attr:`Sandbox.disk_entries` files the
-  grader kills it and says why (:class:`companion.grading.session.Kernel`); no single file can
-  grow past that size either (``RLIMIT_FSIZE``). The submissions folder, the gradebook, the course's other files, the
-  grader's home and every other kernel's files do not exist inside.
+* **a disk quota, by blocks.** The kernel writes nothing to the host's disk: its replies and
+  socket files go to ``/grader/out``, an in-memory file system of :attr:`Sandbox.disk_bytes`
+  (writes past it fail with ENOSPC; files deleted while held open and folders made unlistable
+  still hold their blocks), which the grader reads through the sandbox's root and which vanishes
+  with the sandbox; its output goes through a pipe. Once that file system is full (or the output
+  passes the same size) the grader stops the kernel and says why
+  (:class:`companion.grading.session.Kernel`). The submissions folder, the gradebook, the
+  course's other files, the grader's home and every other kernel's files do not exist inside.
 * **no network and no host sockets.** Empty network, IPC and UTS namespaces: no interface but a
   loopback of its own, no abstract Unix sockets of the host, no socket files of the host (none is
   mounted inside). The kernel talks to the grader over ZeroMQ through socket files in a folder
@@ -116,6 +119,10 @@ class Sandbox:
     uids: tuple[int, ...] = ()  # one user per job slot, reserved by this run (see reserve)
     bwrap: str = "bwrap"
     netns: tuple[str, ...] = ()  # without bwrap: the `unshare` prefix that gives a kernel no network
+    #: without bwrap, as root: each kernel in a mount namespace of its own (``unshare --mount``), where
+    #: /tmp, /var/tmp, /dev/shm and /run/lock are in-memory file systems of :attr:`tmpfs_bytes` and its
+    #: own folders one of :attr:`disk_bytes` (its disk quota, by blocks); see :data:`MOUNT_SCRIPT`
+    mountns: bool = False
 
     def checked(self) -> "Sandbox":
         """Without bwrap, as root: refuse unless the kernel can run as an unprivileged user."""
@@ -136,11 +143,12 @@ class Sandbox:
         memory = int(memory_gib * 2**30) if memory_gib else None
         root = hasattr(os, "geteuid") and os.geteuid() == 0
         if not enabled:  # as root, still a user of its own (never uid 0 for a student's code)
-            return cls("none", root, "--no-sandbox was given", memory, netns=_netns_prefix(root)).checked()
+            return cls("none", root, "--no-sandbox was given", memory, netns=_netns_prefix(root),
+                       mountns=root and _mountns_works()).checked()
         bwrap = shutil.which("bwrap")
         if bwrap is None:
             return cls("none", root, "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt install bubblewrap)", memory,
-                       netns=_netns_prefix(root)).checked()
+                       netns=_netns_prefix(root), mountns=root and _mountns_works()).checked()
         probe = cls("bwrap", root, memory_bytes=memory, bwrap=bwrap, uids=(UID_BASE,) if root else ())
         cgroups = root and _cgroups_writable()
         try:
@@ -152,7 +160,7 @@ class Sandbox:
         if not ok:
             return cls("none", root, f"bwrap could not make a sandbox here ({error[:200] or 'no reason given'}); "
                                      "user namespaces may be disabled (kernel.unprivileged_userns_clone)", memory,
-                       netns=_netns_prefix(root)).checked()
+                       netns=_netns_prefix(root), mountns=root and _mountns_works()).checked()
         return cls("bwrap", root, "", memory, cgroups=cgroups, bwrap=bwrap)
 
     def describe(self) -> str:
@@ -162,18 +170,27 @@ class Sandbox:
             memory = (f"memory {self.memory_bytes / 2**30:g} GiB per kernel" if self.memory_bytes else "no memory limit")
             memory += " (a cgroup, shared memory included)" if self.cgroups else " per process (RLIMIT_AS)"
             return (f"bubblewrap sandbox: only its own notebook, the course and Python read-only; private /tmp, "
-                    f"/dev/shm, home and working folder of {self.tmpfs_bytes / 2**20:.0f} MiB each; at most "
-                    f"{self.disk_bytes / 2**20:.0f} MiB of the host's disk; no network, no host sockets, no "
+                    f"/dev/shm, home and working folder of {self.tmpfs_bytes / 2**20:.0f} MiB each; replies in "
+                    f"one of {self.disk_bytes / 2**20:.0f} MiB (its disk quota), nothing on the host's disk; no network, no host sockets, no "
                     f"other process visible; cleared environment; at most {self.processes} processes; {memory}; "
                     f"{who}; every process ended with the kernel")
         who = "each kernel as its own unprivileged user" if self.root else "kernels run as the grading user"
         network = ("no network (each kernel in a network namespace of its own, made with unshare)" if self.netns else
                    "NO network isolation (unshare cannot make a network namespace here: Python's socket module is "
                    "patched to refuse internet sockets, but a child process or a C extension can still connect)")
+        if self.mountns:
+            disk = (f"its own folders on an in-memory file system of {self.disk_bytes / 2**20:.0f} MiB (its disk "
+                    f"quota, by blocks) and /tmp, /var/tmp, /dev/shm, /run/lock of {self.tmpfs_bytes / 2**20:.0f} "
+                    "MiB each, in a mount namespace of its own")
+            leftover = "; it can write other folders open to every user, if the machine has any"
+        else:
+            disk = "a private folder whose disk quota is watched by listing it"
+            leftover = ("; a fast kernel writes past its disk quota between two looks, and /tmp or any other folder "
+                        "that user can write is not covered at all")
         return (f"NO SANDBOX ({self.why_not}): {network}; each kernel "
-                f"starts in a private folder, with time, memory and disk limits; {who}. NOT guaranteed: "
+                f"starts in {disk}, with time and memory limits; {who}. NOT guaranteed: "
                 "a kernel can read what that user can read (other submissions included), use Unix sockets, "
-                "and leave processes or files behind" + ("" if self.root else
+                "and leave processes behind" + leftover + ("" if self.root else
                 "; it can also write what the grading user can write (the course's files included)"))
 
     def warning(self) -> str | None:
@@ -228,15 +245,26 @@ class Sandbox:
 
     # ------------------------------------------------------------------ the command
     def wrap(self, argv: list[str], slot: int, binds: list[tuple[str, str, str]], env: dict[str, str] | None = None,
-             chdir: str | None = None, seccomp_fd: int | None = None) -> list[str]:
+             chdir: str | None = None, seccomp_fd: int | None = None, info_fd: int | None = None,
+             private: str | None = None) -> list[str]:
         """``argv`` run in the sandbox. ``binds``: ``(option, host path, path inside)`` with option
-        ``--ro-bind`` or ``--bind``, for the kernel's own folders."""
+        ``--ro-bind`` or ``--bind``, for the kernel's own folders, ``--dir`` for a working folder in
+        memory of :attr:`tmpfs_bytes`, ``--quota`` for one of :attr:`disk_bytes` (the kernel's replies
+        and socket files: its disk quota). ``info_fd``: where bwrap writes the sandbox's first
+        process (``--info-fd``). ``private``: without bwrap, with :attr:`mountns`, the kernel's folder
+        (made on a file system of the quota's size, in its mount namespace)."""
         if self.kind != "bwrap":
             uid = self.uid(slot)
             if uid is None:
                 return [*self.netns, *argv]
-            return [*self.netns, shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}",
-                    "--clear-groups", "--no-new-privs", "--inh-caps=-all", *argv]
+            drop = [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                    "--no-new-privs", "--inh-caps=-all"]
+            if self.mountns and private:
+                unshare = [shutil.which("unshare") or "unshare", "--mount", "--propagation", "private",
+                           *(["--net"] if self.netns else []), "--"]
+                return [*unshare, "/bin/sh", "-c", MOUNT_SCRIPT, "sh", private, str(uid), str(self.tmpfs_bytes),
+                        str(self.disk_bytes), *drop, *argv]
+            return [*self.netns, *drop, *argv]
         cmd = [self.bwrap]
         if self.root:  # namespaces without a user namespace; the kernel drops to its user below
             cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
@@ -276,19 +304,37 @@ class Sandbox:
             parents(path)
             cmd += ["--perms", "1777", "--size", str(self.tmpfs_bytes), "--tmpfs", path]
             made.add(path)
-        for path in [*_python_paths(), str(course_root() / "companion")]:
+        mounted = [*_python_paths(), str(course_root() / "companion")]
+        for path in mounted:
             parents(path)
             cmd += ["--ro-bind", path, path]
             made.add(path)
+        # The interpreter may be a chain of links (a virtual environment made by a python3.11 that
+        # is itself a link elsewhere): each link outside what is mounted is made again, alone.
+        inside = tuple(m.rstrip("/") + "/" for m in [*mounted, "/usr", "/etc", "/bin", "/lib", "/lib64"])
+        link = python_executable()
+        for _ in range(16):
+            if not os.path.islink(link):
+                break
+            target = os.path.join(os.path.dirname(link), os.readlink(link))
+            if not link.startswith(inside) and link not in made:
+                parents(link)
+                cmd += ["--symlink", os.readlink(link), link]
+                made.add(link)
+            link = os.path.normpath(target)
         for option, host, inside in binds:
             parents(inside)
             if option == "--dir":  # a working folder of its own, in memory, of bounded size
                 cmd += ["--perms", "1777", "--size", str(self.tmpfs_bytes), "--tmpfs", inside]
+            elif option == "--quota":  # what it writes for the grader: a file system of the quota's size
+                cmd += ["--perms", "1777", "--size", str(self.disk_bytes), "--tmpfs", inside]
             else:
                 cmd += [option, host, inside]
             made.add(inside)
         if chdir:
             cmd += ["--chdir", chdir]
+        if info_fd is not None:
+            cmd += ["--info-fd", str(info_fd)]
         if self.root and seccomp_fd is not None:  # no user namespaces inside (see no_userns_filter)
             cmd += ["--seccomp", str(seccomp_fd)]
         uid = self.uid(slot)
@@ -335,6 +381,54 @@ class Sandbox:
 
 
 LOCKS = "/run/course-grade"
+KERNELS = "/run/course-grade-kernels"
+
+#: Without bwrap, as root, in the kernel's new mount namespace (``sh -c MOUNT_SCRIPT sh FOLDER UID
+#: TMPFS_BYTES DISK_BYTES COMMAND...``): in-memory file systems of bounded size over the folders
+#: every user may write, and one of the disk quota's size over the kernel's own folder, which holds
+#: its replies, socket files, home, temporary and working folders; then the command, there.
+MOUNT_SCRIPT = r"""set -e
+w="$1"; u="$2"; t="$3"; d="$4"; shift 4
+for f in /tmp /var/tmp /dev/shm /run/lock; do
+    if [ -d "$f" ] && [ ! -L "$f" ]; then mount -t tmpfs -o "size=$t,mode=1777,nosuid,nodev" tmpfs "$f"; fi
+done
+mount -t tmpfs -o "size=$d,mode=0700,nosuid,nodev" tmpfs "$w"
+mkdir -p "$w/out" "$w/ipc" "$w/tmp" "$w/work" "$w/home/.ipython/profile_default"
+cp "$w/../in/ipython_kernel_config.py" "$w/home/.ipython/profile_default/"
+chown -R "$u:$u" "$w"
+cd "$w/work"
+exec "$@"
+"""
+
+
+def kernels_folder(path: str = KERNELS) -> str:
+    """Where the kernels' folders are made without bwrap, as root (not under /tmp, which each
+    kernel's mount namespace covers): made by root, mode 0711, never a link."""
+    import stat
+
+    try:
+        os.mkdir(path, 0o711)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise RuntimeError(f"{path} is not a folder of the grader's (a link, another owner, or writable by others): "
+                           "remove it, the grader makes it again")
+    return path
+
+
+def _mountns_works() -> bool:
+    """As root without bwrap: can a kernel get a mount namespace with in-memory file systems?"""
+    unshare = shutil.which("unshare")
+    if unshare is None or not os.path.exists("/bin/sh"):
+        return False
+    try:
+        kernels_folder()
+        done = subprocess.run([unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+                               "mount -t tmpfs -o size=65536 tmpfs /tmp"], capture_output=True, timeout=30)
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
 
 
 def lock_folder(path: str = LOCKS) -> str:

@@ -32,15 +32,22 @@ from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 
 from companion.grading import wire
-from companion.grading.sandbox import HOME, IN, OUT, WORK, Cgroup, Sandbox, python_executable, release  # noqa: F401
+from companion.grading.sandbox import (HOME, IN, OUT, WORK, Cgroup, Sandbox, kernels_folder,  # noqa: F401
+                                      python_executable, release)
 
 _GRACE = 5.0  # seconds a kernel gets to answer an interrupt before it is killed
+LOG_TAIL = 64 * 1024  # bytes of a kernel's output (stdout, stderr) the grader keeps
 
 
 class KernelDied(BaseException):
     """The kernel ended (``exit()``, ``os._exit``, a crash, or it was killed after a time-out).
 
-    A ``BaseException``, so that a checker's ``except Exception`` cannot swallow it."""
+    A ``BaseException``, so that a checker's ``except Exception`` cannot swallow it. ``ename`` and
+    ``evalue``: the error the code reported before the kernel was stopped (its disk quota filled)."""
+
+    def __init__(self, message: str = "", ename: str = "", evalue: str = ""):
+        super().__init__(message)
+        self.ename, self.evalue = ename, evalue
 
 
 class NoKernel(KernelDied):
@@ -137,9 +144,16 @@ def tree_cpu_seconds(root: int) -> float:
 class Kernel:
     """One sandboxed IPython kernel, and the client that drives it.
 
-    Its folder on the host (``self.dir``, which the kernel cannot write): ``in/`` (requests and the
-    connection file: read-only inside), ``out/`` (replies: the kernel's), ``ipc/`` (the ZeroMQ
-    socket files), the notebook's copy and the kernel's log."""
+    Its folder on the host (``self.dir``, which the kernel cannot write): ``in/`` (requests, the
+    connection file and the notebook's copy: read-only inside). In the bubblewrap sandbox nothing
+    the kernel writes is on the host's disk: its replies and ZeroMQ socket files are in
+    ``/grader/out``, an in-memory file system of :attr:`Sandbox.disk_bytes` inside its sandbox,
+    which the grader reaches through ``/proc/<pid>/root`` (one folder descriptor, opened before any
+    of the student's code runs; every reply is opened relative to it, never following a link), and
+    which vanishes with the sandbox; the quota is the file system's size, counted in blocks, so
+    files deleted while held open and folders made unlistable count like any other. Its output
+    (stdout, stderr) comes through a pipe, of which the grader keeps the tail. Without bubblewrap,
+    ``out/`` and ``ipc/`` are folders of the host, watched by listing (see :meth:`disk_used`)."""
 
     _run_ids = itertools.count(1)
 
@@ -147,22 +161,32 @@ class Kernel:
                  startup_timeout: float = 120.0):
         self.sandbox, self.slot = sandbox, slot
         self.cgroup: Cgroup | None = None
-        self.dir = Path(tempfile.mkdtemp(prefix="course-grade-"))
+        bwrap = sandbox.kind == "bwrap"
+        # Without bwrap, as root: a mount namespace whose in-memory file systems cover /tmp and the
+        # kernel's folder, which therefore is not under /tmp (see Sandbox.mountns).
+        mountns = not bwrap and sandbox.mountns and sandbox.uid(slot) is not None
+        self.dir = Path(tempfile.mkdtemp(prefix="course-grade-", dir=kernels_folder() if mountns else None))
         os.chmod(self.dir, 0o711)
         self.inbox, self.outbox, ipc = self.dir / "in", self.dir / "out", self.dir / "ipc"
+        self.out_fd: int | None = None  # the kernel's reply folder, opened once (see the class docstring)
+        self._bounded = bwrap or mountns  # the kernel's writable folders: file systems of bounded size
         uid = sandbox.uid(slot)
-        for folder in (self.inbox, self.outbox, ipc):
+        if mountns:  # the kernel's folders, made in its mount namespace on a file system of the quota's size
+            writable = self.dir / "w"
+            self.outbox, ipc = writable / "out", writable / "ipc"
+            writable.mkdir(mode=0o700)
+        for folder in (self.inbox,) if self._bounded else (self.inbox, self.outbox, ipc):
             folder.mkdir(mode=0o755 if folder is self.inbox else 0o700)
             if uid is not None and folder is not self.inbox:
                 os.chown(folder, uid, uid)
         os.chmod(self.inbox, 0o755)
-        bwrap = sandbox.kind == "bwrap"
         # Figures are drawn but never rendered to PNG: nobody looks at them, and that saves time.
         config = self.inbox / "ipython_kernel_config.py"
         config.write_text("c.InlineBackend.figure_formats = set()\n")
         os.chmod(config, 0o644)
         conn = self.inbox / "kernel.json"
-        write_connection_file(str(conn), transport="ipc", ip=str(ipc / "k"), key=os.urandom(32).hex().encode())
+        key = os.urandom(32).hex().encode()
+        write_connection_file(str(conn), transport="ipc", ip=f"{OUT}/k" if bwrap else str(ipc / "k"), key=key)
         if uid is not None:
             os.chown(conn, uid, uid)
         os.chmod(conn, 0o600)
@@ -171,8 +195,7 @@ class Kernel:
         if bwrap:
             home, tmp = HOME, "/tmp"
             inbox, outbox = IN, OUT
-            binds += [("--ro-bind", str(self.inbox), IN), ("--bind", str(self.outbox), OUT),
-                      ("--bind", str(ipc), str(ipc)), ("--dir", "", WORK),
+            binds += [("--ro-bind", str(self.inbox), IN), ("--quota", "", OUT), ("--dir", "", WORK),
                       ("--ro-bind", str(config), f"{HOME}/.ipython/profile_default/ipython_kernel_config.py")]
             cwd_host = None
             if notebook is not None:  # the kernel's own notebook, and no other
@@ -183,6 +206,11 @@ class Kernel:
                     shutil.copyfile(notebook, copy, follow_symlinks=False)
                 os.chmod(copy, 0o644)
                 binds.append(("--ro-bind", str(copy), f"{WORK}/submission.ipynb"))
+        elif mountns:  # made by the mount script (Sandbox.wrap), on the bounded file system
+            private = self.dir / "w"
+            home, tmp = str(private / "home"), str(private / "tmp")
+            inbox, outbox = str(self.inbox), str(self.outbox)
+            cwd_host = None
         else:  # no sandbox: a private folder on the host
             private = self.dir / "private"
             for sub in ("tmp", "home", "work", "home/.ipython", "home/.ipython/profile_default"):
@@ -203,6 +231,10 @@ class Kernel:
                 *sandbox.limits_argv(), "--", "-f", f"{inbox}/kernel.json", "--HistoryManager.enabled=False"]
         pass_fds: tuple[int, ...] = ()
         self._seccomp = None
+        info_read = info_write = None
+        if bwrap:  # bwrap reports the sandbox's first process (whose root is the sandbox's) here
+            info_read, info_write = os.pipe()
+            pass_fds += (info_write,)
         if bwrap and sandbox.root:
             from companion.grading.sandbox import no_userns_filter
 
@@ -212,32 +244,58 @@ class Kernel:
                 os.write(write, program)
                 os.close(write)
                 self._seccomp = read
-                pass_fds = (read,)
+                pass_fds += (read,)
         if bwrap:
-            command = sandbox.wrap(argv, slot, binds, env=kernel_env, chdir=WORK, seccomp_fd=self._seccomp)
+            command = sandbox.wrap(argv, slot, binds, env=kernel_env, chdir=WORK, seccomp_fd=self._seccomp,
+                                   info_fd=info_write)
             popen_env: dict[str, str] | None = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         else:
-            command = sandbox.wrap(argv, slot, [])
+            command = sandbox.wrap(argv, slot, [], private=str(self.dir / "w") if mountns else None)
             popen_env = kernel_env
         if sandbox.cgroups and bwrap:
             self.cgroup = Cgroup(f"course-grade-{os.getpid()}-{next(self._run_ids)}", sandbox.memory_bytes,
                                  sandbox.processes).create()
-        self.log = open(self.dir / "kernel.log", "wb")
-        self.proc = subprocess.Popen(
-            command, cwd=cwd_host or "/", env=popen_env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-            start_new_session=True, preexec_fn=sandbox.preexec(self.cgroup), close_fds=True, pass_fds=pass_fds,
-        )
-        if self._seccomp is not None:
-            os.close(self._seccomp)
+        # The kernel's output: a pipe, of which the grader keeps the last LOG_TAIL bytes (nothing
+        # on the disk); past disk_bytes in all, the kernel is stopped like one past its disk quota.
+        log_read, log_write = os.pipe()
+        self._log_tail = bytearray()
+        self._log_bytes = 0
+        self._log_lock = threading.Lock()
+        try:
+            self.proc = subprocess.Popen(
+                command, cwd=cwd_host or "/", env=popen_env, stdin=subprocess.DEVNULL, stdout=log_write,
+                stderr=log_write, start_new_session=True, preexec_fn=sandbox.preexec(self.cgroup), close_fds=True,
+                pass_fds=pass_fds,
+            )
+        except BaseException:
+            os.close(log_read)
+            if info_read is not None:
+                os.close(info_read)
+            raise
+        finally:
+            os.close(log_write)
+            for fd in (self._seccomp, info_write):
+                if fd is not None:
+                    os.close(fd)
         self.over_quota = ""  # why the disk watchdog killed the kernel, once it has
+        threading.Thread(target=self._read_log, args=(log_read,), name="course-grade-log", daemon=True).start()
         self._tree_pids: list[int] = []
         self._tree_at = 0.0
         self._cpu_seen = 0.0
-        threading.Thread(target=self._watch_disk, name="course-grade-disk", daemon=True).start()
         self.client = BlockingKernelClient()
         self.client.load_connection_file(str(conn))
         try:
-            self._wait_sockets(ipc, uid, startup_timeout)
+            if bwrap:
+                info, info_read = info_read, None
+                self._open_outbox(self._sandbox_pid(info, startup_timeout), OUT, startup_timeout)
+                self.client.ip = f"{self.outbox}/k"  # the same socket files, as the grader reaches them
+            elif mountns:
+                self._open_outbox(self.proc.pid, str(self.outbox), startup_timeout)
+                ipc = self.outbox.parent / "ipc"
+                self.client.ip = f"{ipc}/k"
+            if not self._bounded:  # a host folder, watched; elsewhere the file system's size is the limit
+                threading.Thread(target=self._watch_disk, name="course-grade-disk", daemon=True).start()
+            self._wait_sockets(self.outbox if bwrap else ipc, uid, startup_timeout)
             # Connect once the kernel made its socket files, and never reconnect: a socket file the
             # kernel replaced later (by a link to a socket of the host, say) is never followed.
             self.client.context.setsockopt(zmq.RECONNECT_IVL, -1)
@@ -247,8 +305,62 @@ class Kernel:
             self.poller.register(self.client.stdin_channel.socket, zmq.POLLIN)
             self._wait_ready(startup_timeout)
         except BaseException:
+            if info_read is not None:
+                os.close(info_read)
             self.close()
             raise
+
+    def _sandbox_pid(self, info: int, timeout: float) -> int:
+        """The sandbox's first process, from bwrap's ``--info-fd``."""
+        import json
+        import select
+
+        data, deadline, child = b"", time.monotonic() + timeout, None
+        try:
+            while child is None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([info], [], [], min(left, 0.5))[0]:
+                    if not self.alive() or left <= 0:
+                        raise RuntimeError(f"the sandbox did not start:\n{self.log_tail()}")
+                    continue
+                chunk = os.read(info, 4096)
+                if not chunk:
+                    raise RuntimeError(f"the sandbox did not start:\n{self.log_tail()}")
+                data += chunk
+                try:
+                    child = int(json.loads(data.decode())["child-pid"])
+                except (ValueError, KeyError, TypeError):
+                    if len(data) > 65536:
+                        raise RuntimeError("bwrap's report could not be read") from None
+        finally:
+            os.close(info)
+        return child
+
+    def _open_outbox(self, pid: int, inside: str, timeout: float) -> None:
+        """Open the kernel's reply folder (``inside``, as process ``pid`` sees it) through that
+        process's root, once, before any of the student's code runs: from then on replies are opened
+        relative to this descriptor (a folder the kernel renames, or a link it plants, leads
+        nowhere), and its size (blocks of a bounded file system) is the disk quota."""
+        import stat
+
+        deadline = time.monotonic() + timeout
+        self.outbox = Path(f"/proc/{pid}/root{inside}")
+        host = os.stat("/").st_dev
+        while True:  # until bwrap has mounted it (the same size, another file system than the host's)
+            try:
+                fd = os.open(self.outbox, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                fd = None
+            if fd is not None:
+                fs, info_ = os.statvfs(fd), os.fstat(fd)
+                if stat.S_ISDIR(info_.st_mode) and info_.st_dev != host and \
+                        0 <= fs.f_blocks * fs.f_frsize - self.sandbox.disk_bytes < 2**16:
+                    self.out_fd = fd
+                    return
+                os.close(fd)
+            if not self.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the kernel's reply folder could not be opened:\n{self.log_tail()}")
+            time.sleep(0.02)
 
     def _wait_sockets(self, ipc: Path, uid: int | None, timeout: float) -> None:
         """Wait until the kernel has made its five socket files (real sockets, not links)."""
@@ -301,9 +413,20 @@ class Kernel:
         return total
 
     def disk_used(self) -> tuple[int, int]:
-        """Bytes and entries the kernel holds on the host's disk: everything in its folder but the
-        grader's requests (links are counted, never followed), files it deleted but holds open, and
-        folders it made unlistable (the grader, their owner or root, opens them again)."""
+        """Bytes and entries the kernel holds of its quota. In the sandbox: the blocks and files of
+        its bounded reply file system (``statvfs``: files deleted while open and folders it made
+        unlistable included). Without it, by listing the host folder: everything in it but the
+        grader's requests (links counted, never followed), files it deleted but holds open, and
+        folders it made unlistable (the grader, their owner or root, opens them again): a kernel
+        fast enough can write past the quota between two looks (no bounded file system there)."""
+        if self._bounded:
+            if self.out_fd is None:
+                return 0, 0
+            try:
+                fs = os.statvfs(self.out_fd)
+            except OSError:
+                return 0, 0
+            return (fs.f_blocks - fs.f_bfree) * fs.f_frsize, fs.f_files - fs.f_ffree
         now = time.monotonic()
         if now - getattr(self, "_open_at", 0.0) >= 2.0:  # a /proc walk: not at every look
             self._open_bytes, self._open_at = self._open_files(), now
@@ -332,16 +455,47 @@ class Kernel:
                 continue
         return size, entries
 
+    def over_disk_quota(self) -> bool:
+        """True (and the kernel killed, with the reason in :attr:`over_quota`) once it holds its
+        disk quota: in the sandbox, a reply file system filled to its last MiB (its size is the
+        hard limit: writes past it fail); without it, more than the quota by listing."""
+        if self.over_quota:
+            return True
+        size, entries = self.disk_used()
+        full = size >= self.sandbox.disk_bytes - 2**20 if self._bounded else size > self.sandbox.disk_bytes
+        if full or entries > self.sandbox.disk_entries:
+            self.over_quota = (f"the notebook filled its disk quota ({self.sandbox.disk_bytes / 2**20:.0f} MiB, "
+                               f"{self.sandbox.disk_entries} files) in the grader's folders")
+            self._signal_kill()
+            return True
+        return False
+
     def _watch_disk(self, every: float = 0.2) -> None:
-        """Kill the kernel once it holds more than its quota of the host's disk (a thread)."""
-        while self.proc.poll() is None:
-            size, entries = self.disk_used()
-            if size > self.sandbox.disk_bytes or entries > self.sandbox.disk_entries:
-                self.over_quota = (f"the notebook wrote more than its disk quota ({self.sandbox.disk_bytes / 2**20:.0f} "
-                                   f"MiB, {self.sandbox.disk_entries} files) to the grader's folders")
-                self._signal_kill()
-                return
+        """Kill the kernel once it holds its quota of the disk (a thread)."""
+        while self.proc.poll() is None and not self.over_disk_quota():
             time.sleep(every)
+
+    def _read_log(self, fd: int) -> None:
+        """Keep the last :data:`LOG_TAIL` bytes of the kernel's output; stop the kernel once it
+        wrote more than its disk quota there (a thread)."""
+        try:
+            while True:
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                with self._log_lock:
+                    self._log_bytes += len(chunk)
+                    self._log_tail += chunk
+                    del self._log_tail[:-LOG_TAIL]
+                if self._log_bytes > self.sandbox.disk_bytes and not self.over_quota:
+                    self.over_quota = (f"the notebook wrote more than its disk quota "
+                                       f"({self.sandbox.disk_bytes / 2**20:.0f} MiB) to its output log")
+                    self._signal_kill()
+        finally:
+            os.close(fd)
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -358,11 +512,8 @@ class Kernel:
         raise RuntimeError(f"the kernel did not answer within {timeout:.0f} s:\n{self.log_tail()}")
 
     def log_tail(self, n: int = 2000) -> str:
-        try:
-            self.log.flush()
-            return (self.dir / "kernel.log").read_bytes()[-n:].decode(errors="replace")
-        except OSError:
-            return ""
+        with self._log_lock:
+            return bytes(self._log_tail[-n:]).decode(errors="replace")
 
     def interrupt(self) -> None:
         """Ask the kernel to interrupt its code (an ``interrupt_request``: the sandbox hides the
@@ -407,7 +558,9 @@ class Kernel:
             self.client.context.destroy(linger=0)
         except Exception:
             pass
-        self.log.close()
+        if self.out_fd is not None:
+            os.close(self.out_fd)
+            self.out_fd = None
         _remove_tree(self.dir)
 
     # -- execution
@@ -475,6 +628,9 @@ class Kernel:
                     raise Timeout(max(used, budget) if not by_wall else time.monotonic() - start, killed=False,
                                   wall=by_wall)
                 content = msg["content"]
+                if self.over_disk_quota():  # the code that filled it is to blame, not the next one
+                    raise KernelDied(self.over_quota, str(content.get("ename", "")),
+                                     str(content.get("evalue", ""))[:2000])
                 payload = content.get("payload") or []
                 leaving = any(isinstance(p, dict) and p.get("source") == "ask_exit" for p in payload)
                 return Reply(content.get("status", "error"), str(content.get("ename", "")),
@@ -622,8 +778,9 @@ class StudentKernel:
                 return False
             self.done.append(index)
             return True
-        except KernelDied:
-            self.runs[index] = CellRun(index, "killed the kernel", seconds=time.monotonic() - start)
+        except KernelDied as exc:
+            self.runs[index] = CellRun(index, "killed the kernel", getattr(exc, "ename", ""), getattr(exc, "evalue", ""),
+                                       seconds=time.monotonic() - start)
             why = self.kernel.over_quota if self.kernel is not None else ""
             self.notes.append(f"cell {index} ended the kernel ({why or 'exit(), os._exit() or a crash'}): "
                               "the kernel was restarted without it")
@@ -780,6 +937,9 @@ class StudentKernel:
             box = rules.wanted_graph() if op == "call" else None
             if box is not None:  # require_graph: the autograd facts, computed where the graph is
                 payload["graph"] = list(box["grad"])
+            relayed = _relay_inputs(args, kwargs) if op == "call" and torch.is_grad_enabled() else []
+            if relayed:  # the result's graph stays in the kernel: its backward pass is relayed there
+                payload["relay"] = [where for where, _ in relayed]
             reply = self._request(op, target=obj, args=args, kwargs=kwargs, **payload)
             if box is not None:
                 box["facts"] = _graph_reply(reply.get("graph"))
@@ -802,7 +962,36 @@ class StudentKernel:
                     for cell in fn.__closure__ or ():
                         if type(cell.cell_contents) is list:
                             cell.cell_contents.append(label)
-            return self._result(reply, args, kwargs)
+            value = self._result(reply, args, kwargs)
+            relay = reply.get("relay")
+            if relayed and type(relay) is int and isinstance(value, torch.Tensor) and value.is_floating_point() \
+                    and value.requires_grad:
+                value = _relay_function().apply(self, (self.generation, relay), value, *[t for _, t in relayed])
+            return value
+
+    def relay_backward(self, key: tuple[int, int], grad: Any, inputs: list) -> list:
+        """The gradients of a relayed result (see :func:`_relay_function`) for its ``inputs``,
+        computed in the kernel, where its graph is: each ``None`` or a tensor of its input's shape
+        and dtype (else the grader's helper failed)."""
+        import torch
+
+        generation, relay = key
+        if generation != self.generation:
+            raise KernelDied("the kernel was restarted after this result was computed")
+        profiler = sys.getprofile()  # the rules' module recorder must not see the grader's own work
+        sys.setprofile(None)
+        try:
+            with torch._C.DisableTorchFunction():
+                reply = self._request("backward", target=None, relay=relay, grad=grad.detach())
+                grads = self._result(reply, (), {})
+        finally:
+            sys.setprofile(profiler)
+        if not isinstance(grads, list) or len(grads) != len(inputs):
+            raise HelperFailed("malformed gradients")
+        for g, x in zip(grads, inputs):
+            if g is not None and not (isinstance(g, torch.Tensor) and g.shape == x.shape and g.dtype == x.dtype):
+                raise HelperFailed("malformed gradients")
+        return grads
 
     def _request(self, op: str, **payload: Any) -> dict:
         started = time.monotonic()
@@ -828,7 +1017,7 @@ class StudentKernel:
         try:
             reply = kernel.execute(code, timeout, wall=wall)
         except Timeout as exc:
-            _unlink(reply_path)
+            _unlink(reply_path, kernel.out_fd)
             self.exercise_cpu += exc.seconds if not exc.wall else 0.0
             if exc.killed:
                 self._stop()
@@ -842,14 +1031,15 @@ class StudentKernel:
             self._stop()
             raise KernelDied("your code called exit() or quit()")
         if reply.status != "ok":
-            _unlink(reply_path)
+            _unlink(reply_path, kernel.out_fd)
             raise HelperFailed(f"{reply.ename}: {reply.evalue}")
         try:
-            out = wire.read_safe(reply_path, session=self)
+            out = wire.read_safe(reply_path.name if kernel.out_fd is not None else reply_path, session=self,
+                                 dir_fd=kernel.out_fd)
         except wire.WireError as exc:
             raise HelperFailed(str(exc)) from None
         finally:
-            _unlink(reply_path)
+            _unlink(reply_path, kernel.out_fd)
         if not isinstance(out, dict):
             raise HelperFailed("the reply is not a dict")
         self._stamp(out)
@@ -893,6 +1083,55 @@ class StudentKernel:
         self.raised.append(error)
         raise rebuild_exception(error)
 
+
+
+def _relay_inputs(args: tuple, kwargs: dict) -> list:
+    """The grader's tensors a call's result may depend on, for a relayed backward pass: each as
+    ``([argument, parameter name or None], tensor)``: the parameters of its module arguments and
+    its tensor arguments that require a gradient."""
+    import torch
+
+    found, seen = [], set()
+    for key, a in [*enumerate(args), *kwargs.items()]:
+        if isinstance(a, torch.nn.Module):
+            items = [(name, q) for name, q in a.named_parameters()]
+        elif isinstance(a, torch.Tensor):
+            items = [(None, a)]
+        else:
+            continue
+        for name, t in items:
+            if t.requires_grad and t.is_floating_point() and id(t) not in seen:
+                seen.add(id(t))
+                found.append(([key, name], t))
+    return found
+
+
+_RELAY: Any = None
+
+
+def _relay_function() -> Any:
+    """An autograd function whose forward pass is a result computed in the kernel and whose
+    backward pass is computed there, through the student's own graph
+    (:meth:`StudentKernel.relay_backward`): a checker's ``backward()`` gives the grader's tensors
+    and parameters the gradients the student's code gives, as in the notebook."""
+    global _RELAY
+    if _RELAY is None:
+        import torch
+
+        class Relay(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, session, key, value, *inputs):  # type: ignore[override]
+                ctx.session, ctx.key, ctx.inputs = session, key, [(i.shape, i.dtype) for i in inputs]
+                return value.detach().clone()
+
+            @staticmethod
+            def backward(ctx, grad):  # type: ignore[override]
+                shapes = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in ctx.inputs]
+                grads = ctx.session.relay_backward(ctx.key, grad, shapes)
+                return (None, None, None, *grads)
+
+        _RELAY = Relay
+    return _RELAY
 
 
 def _tree(root: int) -> list[int]:
@@ -949,10 +1188,14 @@ def _graph_reply(facts: Any) -> dict | None:
     return out
 
 
-def _unlink(path: Path) -> None:
-    """Remove a file of the kernel's folder (``unlink`` never follows a link)."""
+def _unlink(path: Path, dir_fd: int | None = None) -> None:
+    """Remove a file of the kernel's folder (``unlink`` never follows a link); with ``dir_fd``, the
+    file of that name in the folder that descriptor holds."""
     try:
-        os.unlink(path)
+        if dir_fd is not None:
+            os.unlink(path.name, dir_fd=dir_fd)
+        else:
+            os.unlink(path)
     except OSError:
         pass
 

@@ -38,11 +38,12 @@ _HONEST_ATTRIBUTES = {"importlib.util", "importlib.util.find_spec", "importlib.i
 #: Names and attributes that are signs of tampering wherever they appear.
 _NAMES = {"exec", "eval", "compile", "__import__", "globals", "__builtins__", "breakpoint"}
 _ATTRIBUTES = {"setprofile", "settrace", "observe", "_guard", "source_of", "source_facts", "graph_facts",
-               "write_safe", "_dispatch", "_call", "__code__", "__globals__", "__closure__", "__subclasses__",
+               "write_safe", "_dispatch", "_call", "_keep_for_relay", "_relay_backward", "_relays", "__code__", "__globals__", "__closure__", "__subclasses__",
                "__builtins__", "f_globals", "f_locals", "f_back", "tb_frame", "gi_frame", "_getframe", "rules", "_core",
                "grading", "_Recorder", "DisableTorchFunction", "_disabled_torch_function_impl", "__torch_function__"}
 _STRINGS = ("companion.grading", "exercises.rules", "exercises._core", "setprofile", "settrace", "graph_facts",
-            "write_safe", "source_of", "__code__", "__globals__", "__builtins__", "sys.modules")
+            "write_safe", "source_of", "_relay_backward", "_keep_for_relay", "__code__", "__globals__", "__builtins__",
+            "sys.modules")
 
 
 def _parse(src: str, depth: int = 0) -> ast.Module | None:

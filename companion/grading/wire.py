@@ -461,11 +461,12 @@ def decode(structure: Any, tensors: dict[str, torch.Tensor], session: Any = None
         raise WireError(f"a malformed description ({type(exc).__name__}: {exc})") from None
 
 
-def read_bytes(path: str | os.PathLike, max_bytes: int) -> bytes:
+def read_bytes(path: str | os.PathLike, max_bytes: int, dir_fd: int | None = None) -> bytes:
     """The bytes of a regular file the kernel wrote, opened without following a link (a link the
-    kernel planted fails here instead of leading the grader elsewhere)."""
+    kernel planted fails here instead of leading the grader elsewhere); with ``dir_fd``, ``path``
+    is a name in the folder that descriptor holds."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=dir_fd)
     except OSError as exc:
         raise WireError(f"no reply file ({exc.strerror})") from None
     try:
@@ -491,6 +492,21 @@ def read_bytes(path: str | os.PathLike, max_bytes: int) -> bytes:
         os.close(fd)
 
 
+def _check_elements(text: "str | bytes") -> None:
+    """Refuse, before parsing it, a JSON text with more elements than an honest reply can have (at
+    most :data:`_MAX_ITEMS`, as the kernel's encoder counts them): a forged reply of millions of
+    empty lists would otherwise cost the grader gigabytes and seconds to parse and decode. Counted
+    with ``count`` (commas and openings bound the elements; brackets inside strings only make the
+    bound looser)."""
+    if isinstance(text, str):
+        counts = text.count(",") + text.count("[") + text.count("{")
+    else:
+        counts = text.count(b",") + text.count(b"[") + text.count(b"{")
+    if counts > 4 * _MAX_ITEMS:
+        raise WireError(f"a reply with more elements than any value the grader asks for ({counts:,} > "
+                        f"{4 * _MAX_ITEMS:,})")
+
+
 def parse_safe(data: bytes, session: Any = None) -> Any:
     """The value in the bytes of a file written by :func:`write_safe`. Raises :class:`WireError`."""
     from safetensors.torch import load
@@ -501,11 +517,14 @@ def parse_safe(data: bytes, session: Any = None) -> Any:
         n = int.from_bytes(data[:8], "little")
         if n > len(data) - 8:
             raise WireError("a truncated reply file")
-        header = json.loads(data[8:8 + n].decode("utf-8"))
+        raw = data[8:8 + n]
+        _check_elements(raw)
+        header = json.loads(raw.decode("utf-8"))
         meta = header.get("__metadata__") if isinstance(header, dict) else None
         text = meta.get(META_KEY) if isinstance(meta, dict) else None
         if not isinstance(text, str):
             raise WireError("the reply file has no description")
+        _check_elements(text)
         tensors = load(data)
         structure = json.loads(text)
     except WireError:
@@ -515,10 +534,11 @@ def parse_safe(data: bytes, session: Any = None) -> Any:
     return decode(structure, tensors, session)
 
 
-def read_safe(path: str | os.PathLike, session: Any = None, max_bytes: int = MAX_BYTES) -> Any:
+def read_safe(path: str | os.PathLike, session: Any = None, max_bytes: int = MAX_BYTES,
+              dir_fd: int | None = None) -> Any:
     """Read a value written by :func:`write_safe`. Raises :class:`WireError`; runs no code and
     never follows a link."""
-    return parse_safe(read_bytes(path, max_bytes), session)
+    return parse_safe(read_bytes(path, max_bytes, dir_fd), session)
 
 
 # ----------------------------------------------------------------- grader -> kernel (pickle)
