@@ -333,9 +333,6 @@ def test_9_3s_per_weight_gradients_are_the_same_in_the_grader_as_in_the_notebook
     assert (verdicts[1] == "passed") == (case == "right"), verdicts
 
 
-@pytest.mark.xfail(strict=True, reason="seq2seq_model.seq2seq_forward still takes its is_remote branch (only "
-                   "'does the result require a gradient'): with that branch removed the checker computes the "
-                   "per-weight gradients through the grader's relay, as in the notebook")
 def test_a_partly_detached_forward_pass_fails_9_3_in_grading_as_in_the_notebook(graded):
     from companion.exercises import seq2seq_model
 

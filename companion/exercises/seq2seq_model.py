@@ -598,15 +598,9 @@ def seq2seq_forward(my_seq2seq_forward) -> None:
         hint(f"right on the first model but not on one with pad_id=3, d_model=12, 3 heads, one encoder layer: "
              f"{first_difference(_at_real(got2, real2), _at_real(want2, real2), rtol=1e-4, atol=1e-5)}.",
              generic=True)
-    if rules.is_remote(my_seq2seq_forward):
-        # In the grader the logits come back from the student's kernel as data, without their graph:
-        # only whether they required a gradient is known (per-weight gradients: checked in the notebook).
-        with torch.enable_grad():
-            out = my_seq2seq_forward(model, src.clone(), tgt.clone())
-        got_grads = {} if isinstance(out, torch.Tensor) and out.requires_grad else None
-        want_grads = {}
-    else:
-        out, got_grads = _gradients(model, lambda: my_seq2seq_forward(model, src.clone(), tgt.clone()), weight)
+    # In the grader too: a backward pass through the result is relayed to the student's kernel, where its
+    # graph is, so the per-weight gradients are compared exactly as in the notebook.
+    out, got_grads = _gradients(model, lambda: my_seq2seq_forward(model, src.clone(), tgt.clone()), weight)
     changed = _changed(model, before)
     if changed:
         hint(f"your function changed the model's {changed} in place when gradients are on: compute with the "
