@@ -110,7 +110,15 @@ def _pooled(x, mask, eps, count_pad=False, keep_pad=False, unbiased=False, eps_o
     return y if keep_pad else y * mask[..., None]
 
 
+def _one_pass(x, mask, eps):  # var = E[x**2] - E[x]**2 over the real tokens: cancels for a large mean
+    real = x[mask]
+    mean = real.mean(dim=0)
+    var = (real * real).mean(dim=0) - mean ** 2
+    return (x - mean) / torch.sqrt(var + eps) * mask[..., None]
+
+
 MASKED = [
+    Mutant("one-pass variance E[x**2] - E[x]**2", _one_pass, "loses its digits"),
     Mutant("padding in the statistics", lambda x, m, eps: _pooled(x, m, eps, count_pad=True), "real tokens only"),
     Mutant("plain BatchNorm over B and T", lambda x, m, eps: _pooled(x, m, eps, count_pad=True, keep_pad=True),
            "are not set to 0"),
