@@ -178,12 +178,15 @@ HALF = [
                                                                            + eps)).to(x.dtype)),
     Mutant("returns None", lambda x, w, eps: None, "wrong type"),
     Mutant("returns a string", lambda x, w, eps: "x", "wrong type"),
+    # The text prescribes Llama's order (cast, then multiply by weight in x's dtype): one rounding apart.
+    Mutant("weight applied in float32, cast once", lambda x, w, eps: (x.float() * torch.rsqrt(
+        x.float().pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype), "Llama's"),
     Mutant("uses backward", lambda x, w, eps: (my_rms_norm_half(x, w, eps).float().sum().backward()
                                                if x.requires_grad else None) or my_rms_norm_half(x, w, eps), ".grad"),
 ]
 
 RIGHT_HALF = [
-    lambda x, w, eps: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype),
+    lambda x, w, eps: w * (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype),
     lambda x, w, eps: (x.double() / torch.sqrt(x.double().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w,
 ]
 
