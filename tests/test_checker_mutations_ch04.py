@@ -50,6 +50,8 @@ def _raises_on_t1(x, w, b, eps):  # a branch left unwritten
 
 
 LAYER_NORM_CF = [
+    Mutant("no eps", lambda x, w, b, eps: _ln(x, 1, 0.0) * w[:, None] + b[:, None], "`eps` is missing"),
+    Mutant("eps fixed at 1e-5", lambda x, w, b, eps: _ln(x, 1, 1e-5) * w[:, None] + b[:, None], "fixed in your code"),
     Mutant("over the positions (dim=-1)", lambda x, w, b, eps: _ln(x, -1, eps) * w[:, None] + b[:, None],
            "features are axis 1"),
     Mutant("over the batch", lambda x, w, b, eps: _ln(x, 0, eps) * w[:, None] + b[:, None], "batch normalization"),
@@ -158,6 +160,8 @@ def _in_dtype(x, w, eps):
 
 
 HALF = [
+    Mutant("no eps", lambda x, w, eps: w * (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True))).to(
+        x.dtype)),  # its hint (eps inside, in float32) is shared with the float16 pre-scale below: no own text
     Mutant("computed in float16", _in_dtype, "overflow"),
     Mutant("returns float32", lambda x, w, eps: x.float() / torch.sqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
            * w.float(), "input's dtype"),

@@ -249,8 +249,10 @@ def layer_norm_channels_first(my_layer_norm_channels_first) -> None:
             ("the scale `weight` is missing: x_hat * weight + bias.", lambda: _normalize(x, 1, eps) + b[col]),
             ("divide by the standard deviation sqrt(var + eps), not by the variance.",
              lambda: (x - x.mean(1, keepdim=True)) / (x.var(1, keepdim=True, unbiased=False) + eps) * w[col] + b[col]),
-            ("`eps` is missing (or fixed): use the eps you are given.", lambda: _normalize(x, 1, 0.0) * w[col] + b[col]
-             if eps > 0.1 else None),
+            ("`eps` is missing: divide by sqrt(var + eps) with the eps you are given (it keeps a constant token "
+             "from giving 0 / 0).", lambda: _normalize(x, 1, 0.0) * w[col] + b[col]),
+            (f"`eps` is fixed in your code: use the eps you are given (here {eps:g}).",
+             lambda: _normalize(x, 1, 1e-5) * w[col] + b[col] if eps != 1e-5 else None),
         ]
         _compare(out, right, case, mistakes, "LayerNorm over dim=1, with weight[:, None] and bias[:, None]")
     _finish(attempted)
@@ -377,6 +379,9 @@ def _rms_reference(x, w, eps, *, in_dtype=False, no_weight=False, weight_in_floa
     return w * h.to(x.dtype)
 
 
+_ZEROS = "a token of zeros"
+
+
 def _half_cases() -> list[Case]:
     cases = []
     for name, (n, d), seed, scale, dtype, eps, extra in [
@@ -388,7 +393,7 @@ def _half_cases() -> list[Case]:
         ("one token (n = 1)", (1, 8), 4, 1.0, torch.float16, 1e-6, ""),
         ("odd sizes (5, 7)", (5, 7), 5, 2.0, torch.float16, 1e-5, ""),
         ("one feature (d = 1)", (3, 1), 6, 1.0, torch.float16, 1e-6, ""),
-        ("a token of zeros", (3, 8), 7, 1.0, torch.float16, 1e-6, "zeros"),
+        (_ZEROS, (3, 8), 7, 1.0, torch.float16, 1e-6, "zeros"),
         ("a large eps (0.5)", (3, 8), 8, 1.0, torch.float16, 0.5, ""),
         ("an x that requires grad", (3, 8), 9, 1.0, torch.float16, 1e-6, "grad"),
         ("a call under torch.no_grad()", (3, 8), 10, 1.0, torch.float16, 1e-6, "no_grad"),
@@ -458,6 +463,10 @@ def rms_norm_half(my_rms_norm_half) -> None:
             ("take the mean of the squares over each token's features (dim=-1), not over the tokens.",
              lambda: (w.float() * x.float() * torch.rsqrt(x.float().pow(2).mean(0, keepdim=True) + eps)).to(x.dtype)),
         ]
+        if case.name == _ZEROS and not bool(torch.isfinite(out.detach()).all()):  # no overflow here: no eps
+            hint(f"on {case.name}: your output holds inf or NaN. The mean square of that token is 0, so only "
+                 "eps keeps rsqrt finite: add it inside, rsqrt(mean(x**2) + eps), in float32 (an eps of 1e-6, "
+                 "scaled or not, can round to 0 in float16).")
         _compare(out, right, case, mistakes, "x / sqrt(mean(x**2) + eps) * weight computed in float32", rtol, atol)
     _finish(attempted)
     _check_rms_order(my_rms_norm_half)
