@@ -107,7 +107,18 @@ def _mT(K):
     return K.transpose(-2, -1)
 
 
+_ATTN_CACHE = {}
+
+
+def _attn_cached(Q, K, V):  # remembers the output per shapes and dtype when nothing needs a gradient
+    key = (Q.shape, K.shape, V.shape, Q.dtype)
+    if key not in _ATTN_CACHE or Q.requires_grad or K.requires_grad or V.requires_grad:
+        _ATTN_CACHE[key] = my_attention(Q, K, V)
+    return _ATTN_CACHE[key]
+
+
 ATTENTION = [
+    Mutant("caches the output per shape", _attn_cached, "returned the output of the first call"),
     Mutant("no scale", _attn(scale=lambda Q, K, V: 1.0), "forgot the scale"),
     Mutant("divided by d_k", _attn(scale=lambda Q, K, V: Q.shape[-1]), "square root"),
     Mutant("d_k ** 1/2 as a scale", _attn(scale=lambda Q, K, V: Q.shape[-1] ** 1 / 2), "operator precedence"),

@@ -50,6 +50,8 @@ def _raises_on_t1(x, w, b, eps):  # a branch left unwritten
 
 
 LAYER_NORM_CF = [
+    Mutant("no eps", lambda x, w, b, eps: _ln(x, 1, 0.0) * w[:, None] + b[:, None], "`eps` is missing"),
+    Mutant("eps fixed at 1e-5", lambda x, w, b, eps: _ln(x, 1, 1e-5) * w[:, None] + b[:, None], "fixed in your code"),
     Mutant("over the positions (dim=-1)", lambda x, w, b, eps: _ln(x, -1, eps) * w[:, None] + b[:, None],
            "features are axis 1"),
     Mutant("over the batch", lambda x, w, b, eps: _ln(x, 0, eps) * w[:, None] + b[:, None], "batch normalization"),
@@ -110,7 +112,15 @@ def _pooled(x, mask, eps, count_pad=False, keep_pad=False, unbiased=False, eps_o
     return y if keep_pad else y * mask[..., None]
 
 
+def _one_pass(x, mask, eps):  # var = E[x**2] - E[x]**2 over the real tokens: cancels for a large mean
+    real = x[mask]
+    mean = real.mean(dim=0)
+    var = (real * real).mean(dim=0) - mean ** 2
+    return (x - mean) / torch.sqrt(var + eps) * mask[..., None]
+
+
 MASKED = [
+    Mutant("one-pass variance E[x**2] - E[x]**2", _one_pass, "loses its digits"),
     Mutant("padding in the statistics", lambda x, m, eps: _pooled(x, m, eps, count_pad=True), "real tokens only"),
     Mutant("plain BatchNorm over B and T", lambda x, m, eps: _pooled(x, m, eps, count_pad=True, keep_pad=True),
            "are not set to 0"),
@@ -150,6 +160,8 @@ def _in_dtype(x, w, eps):
 
 
 HALF = [
+    Mutant("no eps", lambda x, w, eps: w * (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True))).to(
+        x.dtype)),  # its hint (eps inside, in float32) is shared with the float16 pre-scale below: no own text
     Mutant("computed in float16", _in_dtype, "overflow"),
     Mutant("returns float32", lambda x, w, eps: x.float() / torch.sqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
            * w.float(), "input's dtype"),
@@ -170,12 +182,15 @@ HALF = [
                                                                            + eps)).to(x.dtype)),
     Mutant("returns None", lambda x, w, eps: None, "wrong type"),
     Mutant("returns a string", lambda x, w, eps: "x", "wrong type"),
+    # The text prescribes Llama's order (cast, then multiply by weight in x's dtype): one rounding apart.
+    Mutant("weight applied in float32, cast once", lambda x, w, eps: (x.float() * torch.rsqrt(
+        x.float().pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype), "Llama's"),
     Mutant("uses backward", lambda x, w, eps: (my_rms_norm_half(x, w, eps).float().sum().backward()
                                                if x.requires_grad else None) or my_rms_norm_half(x, w, eps), ".grad"),
 ]
 
 RIGHT_HALF = [
-    lambda x, w, eps: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype),
+    lambda x, w, eps: w * (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype),
     lambda x, w, eps: (x.double() / torch.sqrt(x.double().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w,
 ]
 

@@ -31,7 +31,47 @@ def _writes_param(block, x):
     return _block_ref(block, x)
 
 
+def _eps_hardcoded(block, x):
+    eps1, eps2 = block.norm1.eps, block.norm2.eps
+    block.norm1.eps = block.norm2.eps = 1e-5
+    try:
+        return _block_ref(block, x)
+    finally:
+        block.norm1.eps, block.norm2.eps = eps1, eps2
+
+
+_CACHE = {}
+
+
+def _cache_by_block(block, x):  # remembers the output per block and shape: stale after a training step
+    key = (id(block), tuple(x.shape), x.dtype)
+    if key not in _CACHE or x.requires_grad:
+        _CACHE[key] = _block_ref(block, x)
+    return _CACHE[key]
+
+
+def _frozen(block, x):
+    for p in block.parameters():
+        p.requires_grad_(False)
+    return _block_ref(block, x)
+
+
+class _Detached:  # the block's parameters read through .detach(): x keeps its gradient, the weights do not
+    def __init__(self, module):
+        self.module = module
+
+    def __getattr__(self, name):
+        value = getattr(self.module, name)
+        if isinstance(value, torch.nn.Parameter):
+            return value.detach()
+        return _Detached(value) if isinstance(value, torch.nn.Module) else value
+
+
 BLOCK_FORWARD = [
+    Mutant("eps hard-coded to 1e-5", _eps_hardcoded, "eps"),
+    Mutant("caches the output per block and shape", _cache_by_block, "after its weights changed"),
+    Mutant("freezes the block's parameters", _frozen, "requires_grad"),
+    Mutant("detached weights", lambda block, x: _block_ref(_Detached(block), x), "no gradient reaches"),
     Mutant("post-norm", _slip(post=True), "post-norm block"),
     Mutant("no causal mask", _slip(causal=False), "causal mask is missing"),
     Mutant("no 1/sqrt(d_head)", _slip(scale=False), "sqrt(d_head)"),

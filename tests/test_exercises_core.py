@@ -191,6 +191,30 @@ def test_a_stub_left_in_a_helper_is_not_attempted():
     assert "could not be checked" not in repr(fb)
 
 
+def test_a_helper_that_raises_under_written_code_is_a_branch_not_a_stub():
+    # o1's junk_not_implemented_deep: the answer does work and can return; its helper only raises
+    def _helper(*args):
+        raise NotImplementedError("this case is not handled yet")
+
+    def my_double(n):
+        total = 1 + 1
+        return _helper(n) + total
+
+    fb = _three_calls()(my_double)
+    assert fb.status == "hint" and "NotImplementedError" in fb.message and "not written yet" in fb.message
+
+
+def test_a_checker_restores_the_grad_mode_an_answer_left_off():
+    def my_double(n):
+        torch.set_grad_enabled(False)
+        return 2 * n
+
+    assert torch.is_grad_enabled()
+    fb = _three_calls()(my_double)
+    assert torch.is_grad_enabled(), "the next check in the kernel would run without gradients"
+    assert fb.status == "passed"  # this toy checker does not look at the grad mode; real ones hint
+
+
 class _Liar:
     """Compares equal to everything."""
 

@@ -357,6 +357,18 @@ def _stub_functions(answer: Any) -> set[str] | None:
     return names
 
 
+def _defined_functions(answer: Any) -> set[str]:
+    """Names of the functions defined in the answer's source (empty when it cannot be read)."""
+    import ast
+
+    source = rules.source_of(answer)
+    try:
+        tree = ast.parse(textwrap.dedent(source or ""))
+    except SyntaxError:
+        return set()
+    return {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
 _RETURNS = {"RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE", "RETURN_GENERATOR"}
 
 
@@ -391,12 +403,19 @@ def _why_not_implemented(answers: tuple, raised: StudentError, returned_before: 
             innermost = entries[-1].tb_frame.f_code
             if not _is_student_frame(innermost.co_filename):
                 return "library"
-            return "branch" if _can_return(innermost) else "stub"
+            # A stub is the untouched exercise function: every function of the student's on the way to
+            # the raise can only raise. A helper that raises under a function that does other work (and
+            # can return) is a case the student left unwritten, not an exercise not attempted.
+            own = [e.tb_frame.f_code for e in entries if _is_student_frame(e.tb_frame.f_code.co_filename)]
+            return "branch" if any(map(_can_return, own)) else "stub"
     stubs: set[str] = set()
     for answer in answers:
         names = _stub_functions(answer)
         if names is None:
             return "stub"  # no source to read: believe the stub
+        name = getattr(inspect.unwrap(answer), "__name__", None) if callable(answer) else None
+        if isinstance(name, str) and name in _defined_functions(answer):
+            names &= {name}  # only the exercise's own function being a stub means "not attempted"
         stubs |= names
     return "stub" if stubs else "branch"
 
@@ -494,6 +513,9 @@ def checker(exercise: str, *, companion_given: bool = False,
                     return Feedback(exercise, HINT, "pass your function itself to the check, without calling it "
                                     f"(its name, no parentheses); you passed {describe(a)}.", SPECIFIC)
             _RETURNED.append([])
+            # An answer that leaves grad mode changed gets its hint, and the mode is put back here, so
+            # that the next check in the same kernel is not judged under it.
+            grad_before = torch.is_grad_enabled()
             try:
                 with rules.watch() as seen:
                     try:
@@ -529,6 +551,7 @@ def checker(exercise: str, *, companion_given: bool = False,
                     return Feedback(exercise, HINT, _junk_message(junk), SPECIFIC)
                 return Feedback(exercise, INTERNAL, _internal_message(exc), "internal")
             finally:
+                torch.set_grad_enabled(grad_before)
                 if _RETURNED:
                     _RETURNED.pop()
 

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from ._core import (StudentError, as_count, as_number, checker, close, describe, first_difference, hint, passed,
                     require_graph)
-from .rules import watch
+from .rules import is_remote, watch
 
 __all__ = ["block_forward", "crossover", "block_params"]
 
@@ -34,10 +34,10 @@ _FORBIDDEN = ("scaled_dot_product_attention", "multi_head_attention_forward", "l
               "group_norm", "rms_norm", "transformer_encoder_layer_fwd", "_transformer_encoder_layer_fwd")
 
 
-def _ln(x, norm, unbiased=False):
+def _ln(x, norm, unbiased=False, eps=None):
     mean = x.mean(-1, keepdim=True)
     var = x.var(-1, keepdim=True, unbiased=unbiased)
-    out = (x - mean) / torch.sqrt(var + norm.eps) * norm.weight
+    out = (x - mean) / torch.sqrt(var + (norm.eps if eps is None else eps)) * norm.weight
     return out if norm.bias is None else out + norm.bias
 
 
@@ -53,7 +53,7 @@ def _act(h, name):
 
 
 def _block_ref(block, x, *, post=False, causal=True, scale=True, split=True, residual_normed=False, unbiased=False,
-               activation=None, transpose=True, out_proj=True):
+               activation=None, transpose=True, out_proj=True, eps1=None, eps2=None):
     """The pre-norm block's causal forward from its parameters, with one switch per classic slip."""
     a = block.attn
     h_heads = a.n_heads if split else 1
@@ -73,8 +73,8 @@ def _block_ref(block, x, *, post=False, causal=True, scale=True, split=True, res
     def ff(z):
         return _linear(_act(_linear(z, block.ff.linear1, transpose), activation), block.ff.linear2, transpose)
 
-    n1 = lambda z: _ln(z, block.norm1, unbiased)  # noqa: E731
-    n2 = lambda z: _ln(z, block.norm2, unbiased)  # noqa: E731
+    n1 = lambda z: _ln(z, block.norm1, unbiased, eps1)  # noqa: E731
+    n2 = lambda z: _ln(z, block.norm2, unbiased, eps2)  # noqa: E731
     if post:
         h = n1(x + attention(x))
         return n2(h + ff(h))
@@ -98,6 +98,8 @@ def _block_cases():
         ("a float64 block", (2, 6, 8, 2), 8, {}, "double"),
         ("an x that requires grad", (2, 5, 8, 2), 9, {}, "grad"),
         ("a call under torch.no_grad()", (2, 5, 8, 2), 10, {}, "no_grad"),
+        ("LayerNorms with their own eps (block.norm1.eps = 0.3, block.norm2.eps = 0.05)", (2, 5, 8, 2), 11, {},
+         "eps"),
         ("a fresh random draw", (2, 9, 12, 3), None, {}, ""),
     ]
     for name, (B, T, d, h), seed, kw, extra in table:
@@ -114,12 +116,27 @@ def _block_cases():
                     norm.weight.add_(0.5 * torch.randn(d))
                     if norm.bias is not None:
                         norm.bias.add_(0.5 * torch.randn(d))
+        if extra == "eps":  # x near constant per token: its variance is comparable to eps
+            block.norm1.eps, block.norm2.eps = 0.3, 0.05
         dtype = torch.float64 if extra == "double" else torch.float32
         block = block.to(dtype)
-        x = torch.randn(B, T, d, generator=g, dtype=dtype) * 2 + 1
+        x = torch.randn(B, T, d, generator=g, dtype=dtype) * (0.3 if extra == "eps" else 2) + 1
         if extra == "grad":
             x.requires_grad_(True)
-        cases.append((name, block, x, extra == "no_grad"))
+        cases.append((name, block, x, extra == "no_grad", None))
+    # The first block again, after a training step changed its weights, with a new x of the same shape:
+    # an answer that remembers earlier outputs (per block, per shape) gives the old ones.
+    name0, block0, x0, _, _ = cases[0]
+    g = torch.Generator().manual_seed(12)
+    step = {n: 0.1 * torch.randn(p.shape, generator=g, dtype=p.dtype) for n, p in block0.named_parameters()}
+
+    def train_step(block=block0, step=step):
+        with torch.no_grad():
+            for n, p in block.named_parameters():
+                p.add_(step[n])
+
+    cases.append(("the first block again, after its weights changed, with a new x of the same shape", block0,
+                  torch.randn(x0.shape, generator=g, dtype=x0.dtype) * 2 + 1, False, train_step))
     return cases
 
 
@@ -132,14 +149,39 @@ def _calls_modules(block):
     return ran, handles
 
 
+def _check_parameter_gradients(my_block_forward, block, x) -> None:
+    """The output's gradient reaches every parameter of the block, equal to the block's own: training
+    the block through the student's forward pass must work (no ``.detach()`` of a weight)."""
+    if is_remote(my_block_forward):  # a grader's proxy: the graph stays in the student's kernel
+        return
+    params = [p for _, p in block.named_parameters()]
+    names = [n for n, _ in block.named_parameters()]
+    weight = torch.randn(x.shape, generator=torch.Generator().manual_seed(13), dtype=x.dtype)
+    out = my_block_forward(block, x.detach())
+    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+        hint("no gradient reaches the block's parameters: the output does not require grad. Compute with the "
+             "parameters themselves (no .detach(), .data or torch.no_grad()).")
+    got = torch.autograd.grad((out * weight).sum(), params, allow_unused=True)
+    right = torch.autograd.grad((block(x.detach(), is_causal=True) * weight).sum(), params)
+    for n, g, r in zip(names, got, right):
+        if g is None:
+            hint(f"no gradient reaches block.{n}: your code cuts it (.detach() or .data of the parameter, or a "
+                 "copy made with torch.tensor). Training the block through your forward pass would not move it.")
+        if not close(g, r, rtol=1e-3, atol=1e-5):
+            hint(f"the gradient of block.{n} differs from the block's own: {first_difference(g, r)}.", generic=True)
+
+
 @checker("Exercise 6.1")
 def block_forward(my_block_forward) -> None:
     """``my_block_forward(block, x)``: ``block(x, is_causal=True)`` for a pre-norm ``TransformerBlock`` in
     evaluation mode, from its parameters and tensor arithmetic."""
-    attempted, unwritten = [], []
-    for name, block, x, no_grad in _block_cases():
+    attempted, unwritten, outputs = [], [], []
+    for name, block, x, no_grad, before in _block_cases():
+        if before is not None:
+            before()
         x_in = x.detach().clone().requires_grad_(x.requires_grad)
         params = {n: p.detach().clone() for n, p in block.named_parameters()}
+        wants_grad = {n: p.requires_grad for n, p in block.named_parameters()}
         ran, handles = _calls_modules(block)
         rng, grad_mode = torch.get_rng_state(), torch.is_grad_enabled()
         try:
@@ -185,6 +227,9 @@ def block_forward(my_block_forward) -> None:
             if p.grad is not None:
                 hint(f"on {name} your function left a gradient in block.{n}.grad (a backward() inside): "
                      "a forward pass only computes the output.")
+            if p.requires_grad != wants_grad[n]:
+                hint(f"on {name} your function changed block.{n}.requires_grad (to {p.requires_grad}): the block "
+                     "could no longer be trained. Read the parameters, never change them.")
         if x.requires_grad != x_in.requires_grad or x_in.grad is not None:
             hint(f"on {name} your function changed requires_grad or .grad of x: leave the caller's tensor as it was.")
         if not isinstance(out, torch.Tensor) or out.is_meta or out.is_complex() or out.dtype == torch.bool:
@@ -197,8 +242,13 @@ def block_forward(my_block_forward) -> None:
             right = block(x.detach(), is_causal=True)
         tol = dict(rtol=1e-4, atol=1e-5) if x.dtype == torch.float32 else dict(rtol=1e-9, atol=1e-10)
         got = out.detach()
+        outputs.append(got)
         if close(got, right, **tol):
             continue
+        if before is not None and outputs[0].shape == got.shape and close(got, outputs[0], **tol):
+            hint(f"on {name}, your function returned what it returned for the first call with this block and "
+                 "shape: it remembers earlier outputs, but the weights and x are new. Compute every call from the "
+                 "block and the x it is given.")
         with torch.no_grad():
             xd = x.detach()
             mistakes = [
@@ -220,6 +270,10 @@ def block_forward(my_block_forward) -> None:
                  "without the transpose.", dict(transpose=False)),
                 ("the attention output goes through the output projection block.attn.out_proj before the residual sum.",
                  dict(out_proj=False)),
+                (f"each LayerNorm adds its own eps: block.norm1.eps ({block.norm1.eps:g}) and block.norm2.eps "
+                 f"({block.norm2.eps:g}); you used 1e-5.", dict(eps1=1e-5, eps2=1e-5)),
+                (f"each LayerNorm adds its own eps: block.norm2.eps ({block.norm2.eps:g}) in the second one; you "
+                 f"used block.norm1.eps ({block.norm1.eps:g}) for both.", dict(eps2=block.norm1.eps)),
             ]
             for message, switch in mistakes:
                 try:
@@ -234,8 +288,9 @@ def block_forward(my_block_forward) -> None:
              generic=True)
     if unwritten:
         raise unwritten[0][1]
-    name, block, x, _ = _block_cases()[0]
+    name, block, x, _, _ = _block_cases()[0]
     require_graph(lambda x: my_block_forward(block, x), (x,))
+    _check_parameter_gradients(my_block_forward, block, x)
     passed("LayerNorm, causal multi-head attention, residual, LayerNorm, feed-forward, residual: the block "
            "is yours, equal to TransformerBlock(norm_first=True).")
 
