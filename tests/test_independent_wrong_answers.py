@@ -27,8 +27,6 @@ ROUND3 = sorted((HERE / "round3").glob("ch*.py"))
 
 #: Cases whose verdict rests on a reading the checkers do not follow, with the reason.
 JUDGEMENT = {
-    ("5.1", "odd_D_crash"): "the checker tries even D only: the book's own solution (and the text's pairs "
-                            "P[i, 2j], P[i, 2j+1]) assume an even D; NOTEBOOK_CHANGES.md asks to say so",
     ("10.1", "random_excludes_original"): "shifts the shares by 0.1 / n_chars = 0.14 points, below what a "
                                           "million draws can tell (the case itself says so)",
     # Round 3 (o1). Debatable cases where the exercise's text is silent: accepted until the text says otherwise.
@@ -45,12 +43,7 @@ JUDGEMENT = {
 }
 
 #: Round 3 false passes left open this round, with why (each is a failing case the test tolerates and prints).
-OPEN = {
-    ("1.3", "cache_by_shape_and_grad"): "companion/exercises/vectors.py is h1's this round: 1.3 needs a call "
-                                        "with the first shapes and new values",
-    ("1.4", "d1_special"): "companion/exercises/vectors.py is h1's this round: 1.4's width-1 and odd-width "
-                           "probes have var_q * var_k = 1; one with another product catches `if d == 1: return 1.0`",
-}
+OPEN: dict = {}  # (exercise, case) -> why a known false pass is not fixed yet; none today
 
 
 def _load(path: Path):
