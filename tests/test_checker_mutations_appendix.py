@@ -258,6 +258,12 @@ ACCUMULATION = [
            "evaluation mode"),
     Mutant("changes the micro-batches", lambda m, o, lf, mb: (mb[0][0].mul_(2), my_accumulated_step(m, o, lf, mb))[1],
            "in place"),
+    Mutant("grad mode left off (o2)", lambda m, o, lf, mb: (my_accumulated_step(m, o, lf, mb),
+                                                           torch.set_grad_enabled(False))[0], "grad mode"),
+    Mutant("reseeds torch (o2)", lambda m, o, lf, mb: (torch.manual_seed(0), my_accumulated_step(m, o, lf, mb))[1],
+           "random state"),
+    Mutant("returns a tensor (o2)", lambda m, o, lf, mb: torch.tensor(my_accumulated_step(m, o, lf, mb)),
+           "Python float"),
 ]
 
 def _amp(scale=True, unscale=True, scaler_step=True, update=True, clip=True, autocast=True, dtype=None,
@@ -268,15 +274,20 @@ def _amp(scale=True, unscale=True, scaler_step=True, update=True, clip=True, aut
             opt.zero_grad()
         with torch.autocast("cpu", dtype=dtype or dt, enabled=autocast):
             loss = loss_fn(model, x, y)
-        (scaler.scale(loss) if scale else loss).backward()
+            if returns == "backward under autocast":
+                scaler.scale(loss).backward()
+        if returns != "backward under autocast":
+            (scaler.scale(loss) if scale else loss * 65536.0 if returns == "65536" else loss).backward()
         if unscale:
             scaler.unscale_(opt)
         if clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        scaler.step(opt) if scaler_step else opt.step()
-        if update:
+        if returns == "update first":
             scaler.update()
-        return {"item": loss.item(), "tensor": loss, "none": None}[returns]
+        scaler.step(opt) if scaler_step else opt.step()
+        if update and returns != "update first":
+            scaler.update()
+        return {"item": loss.item(), "tensor": loss, "none": None}.get(returns, loss.item())
     return run
 
 
@@ -291,6 +302,11 @@ AMP = [
     Mutant("no clipping", _amp(clip=False), None),
     Mutant("autocast left on", lambda *a: (torch.set_autocast_enabled("cpu", True), my_amp_step(*a))[1], "still on"),
     Mutant("returns None", _amp(returns="none"), "should return one number"),
+    Mutant("backward under autocast (o2)", _amp(returns="backward under autocast"), "ran under autocast"),
+    Mutant("a constant 65536 instead of the scale (o2)", _amp(scale=False, returns="65536"), None),
+    Mutant("update before step (o2)", _amp(returns="update first"), "before scaler.step"),
+    Mutant("returns the loss tensor (o2)", _amp(returns="tensor"), "Python float"),
+    Mutant("eval mode left (o2)", lambda m, *a: (m.eval(), my_amp_step(m, *a))[1], "evaluation mode"),
     Mutant("returns the scaled loss", lambda m, o, s, lf, x, y, mn, dt=torch.bfloat16: my_amp_step(m, o, s, lf, x, y, mn,
            dt) * s.get_scale(), "expected the mean loss"),
 ]

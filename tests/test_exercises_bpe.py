@@ -422,11 +422,13 @@ def test_the_special_token_reference_is_tiktokens_encoding():
 
     files = {name: str(path) for name, path in bpe.gpt2_files().items()}
     ranks = data_gym_to_mergeable_bpe_ranks(files["vocab.bpe"], files["encoder.json"])
-    special = {"<|endoftext|>": 50256, "<|fim|>": 50257, "<|pad|>": 50258}
+    special = {"<|endoftext|>": 50256, "<|fim|>": 50257, "<|pad|>": 50258, "<|end": 50259}
     ref = tiktoken.Encoding("gpt2-local", pat_str=bpe.GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special)
     ours = bpe.BPETokenizer(bpe.BPETokenizer.gpt2().merges, special_tokens=special)
     import random
-    for _, text, allowed in check._special_classes(random.Random(0)):
+    for name, text, allowed in check._special_classes(random.Random(0)):
+        if name == "special names that are prefixes of each other":  # tiktoken's order is a hash map's there
+            continue
         wanted = set(special) if allowed == "all" else set(allowed)
         assert check.encode_with_special(ours, text, allowed) == ref.encode(
             text, allowed_special=wanted, disallowed_special=()), (text, allowed)

@@ -642,11 +642,12 @@ def test_beam_search_eos():
     fb = check.beam_search_eos(no_alpha_yet)
     assert fb.status == "hint" and "alpha = 1.0" in fb.message and "NotImplementedError" in fb.message, fb
 
-    def without_early_stop(model, prompt, k, max_new, eos_id, alpha=0.0):  # right: the stop saves work only
+    def without_early_stop(model, prompt, k, max_new, eos_id, alpha=0.0):  # the text asks for the stop
         return check._eos_beam(model, prompt, k, max_new, eos_id, 0.5) if False else _no_stop(
             model, prompt, k, max_new, eos_id, alpha)
 
-    assert check.beam_search_eos(without_early_stop).passed
+    fb = check.beam_search_eos(without_early_stop)  # the text asks for the early stop (issue 33, o2)
+    assert fb.status == "hint" and "early stop" in fb.message, fb
     fb = check.beam_search_eos(lambda *a: object())
     assert fb.status == "hint" and "list of (score, tokens) pairs" in fb.message, fb
 
@@ -679,7 +680,7 @@ def test_beam_search_eos_reference_is_brute_force_when_the_beam_keeps_everything
     for name, model, prompt, k, n, eos, alpha in check._eos_cases():
         ref = check._eos_beam(model, prompt, k, n, eos, alpha)
         got = beam_search(model, torch.tensor(prompt), n, k=k, eos_id=eos, length_penalty=alpha, n_best=k)
-        assert name.startswith("exactly tied") or check._same_hypotheses([(h.score, h.tokens.tolist()) for h in got.hypotheses], ref, alpha,
+        assert name.startswith("exactly tied") or "integer logits" in name or check._same_hypotheses([(h.score, h.tokens.tolist()) for h in got.hypotheses], ref, alpha,
                                       len(prompt), tol=1e-5), name
         if k < model.vocab_size ** n:
             continue

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import torch
 
@@ -1083,7 +1084,35 @@ class _TableLM:
         B, T = ids.shape
         if T > self.table.shape[0]:
             raise ValueError(f"this model reads at most {self.table.shape[0]} positions (got {T})")
+        self.longest = max(getattr(self, "longest", 0), T)
         return self.table[torch.arange(T), ids]  # (B, T, V)
+
+
+class _PrefixLM:
+    """A language model whose logits after a prefix are drawn from a generator seeded by the whole
+    prefix: integer logits (ties everywhere) or normal ones, the end token pushed up at the first
+    steps (``eos_bias`` > 0) or impossible (``eos_bias`` < 0: logit -inf). Returns float32 logits."""
+
+    def __init__(self, V, seed, integer, eos_bias=None, eos_id=0):
+        self.vocab_size, self.seed, self.integer, self.eos_bias, self.eos = V, seed, integer, eos_bias, eos_id
+        self.longest = 0
+
+    def _row(self, prefix):
+        g = random.Random(hash((self.seed,) + tuple(prefix)))
+        r = [float(g.randint(0, 2)) if self.integer else g.gauss(0, 1.5) for _ in range(self.vocab_size)]
+        if self.eos_bias is not None and len(prefix) <= 3:
+            r[self.eos] += self.eos_bias
+        if self.eos_bias is not None and self.eos_bias < 0:
+            r[self.eos] = float("-inf")
+        return r
+
+    def __call__(self, ids):
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point():
+            raise TypeError(f"the model takes integer ids of shape (B, T), got {describe(ids)}")
+        B, T = ids.shape
+        self.longest = max(self.longest, T)
+        rows = ids.tolist()
+        return torch.tensor([[self._row(row[:t + 1]) for t in range(T)] for row in rows], dtype=torch.float32)
 
 
 def _eos_beam(model, prompt, k, max_new, eos_id, alpha=0.0, *, mistake=None):
@@ -1101,6 +1130,8 @@ def _eos_beam(model, prompt, k, max_new, eos_id, alpha=0.0, *, mistake=None):
         else:
             candidates = [(s + logp[b, w].item(), t + [w]) for b, (s, t) in enumerate(beams) for w in range(V)]
         candidates.sort(key=lambda c: -c[0])  # stable: ties keep the (parent, token) order
+        if mistake == "drop -inf":  # another reading: impossible candidates are never kept
+            candidates = [c for c in candidates if c[0] != float("-inf")]
         beams = []
         for s, t in candidates:
             if len(beams) == k and mistake != "keep every finished":
@@ -1160,6 +1191,32 @@ def _eos_cases():
             name = "a beam wide enough to keep every hypothesis (brute force)"
         name += f" (V = {V}, k = {k}, max_new = {n}, eos_id = {eos}, alpha = {alpha}, prompt {prompt})"
         cases.append((name, _TableLM(V, seed[0] if seed else 870 + i, kind, eos), prompt, k, n, eos, alpha))
+    # the same arguments as the first case, another model: an answer kept from an earlier call shows
+    cases.append(("a second call with the same arguments and another model" + cases[0][0][cases[0][0].index(" ("):],
+                  _TableLM(5, 899, "random", 0), [1], 2, 4, 0, 0.0))
+    # generated models whose logits depend on the whole prefix (float64 matters on integer logits,
+    # the end token first or impossible), where both readings of an impossible (-inf) candidate agree
+    for trial in [0, 23, 42, 85, *range(1, 40)]:
+        rnd = random.Random(trial)
+        V = rnd.randint(2, 7)
+        eos = rnd.randrange(V)
+        integer = rnd.random() < 0.5
+        kind = rnd.choice(["plain", "plain", "eosfirst", "never"])
+        bias = {"plain": None, "eosfirst": 6.0, "never": -1.0}[kind]
+        k = rnd.choice([1, 2, 3, 4, 25])
+        n = rnd.randint(1, 5)
+        alpha = rnd.choice([0.0, 0.0, 0.5, 0.7, 1.0])
+        prompt = [rnd.randrange(V) for _ in range(rnd.randint(1, 3))]
+        model = _PrefixLM(V, trial, integer, bias, eos)
+        if _eos_beam(model, prompt, k, n, eos, alpha) != _eos_beam(model, prompt, k, n, eos, alpha, mistake="drop -inf"):
+            continue
+        name = (f"generated prefix models ({'integer' if integer else 'random'} logits, end token "
+                f"{ {'plain': 'plain', 'eosfirst': 'first', 'never': 'impossible'}[kind] }; V = {V}, k = {k}, "
+                f"max_new = {n}, eos_id = {eos}, alpha = {alpha}, prompt {prompt}, seed {trial})")
+        cases.append((name, model, prompt, k, n, eos, alpha))
+    # exact ties between beams that decide which beams go on (the order (parent, token) matters)
+    cases.append(("exactly tied candidates of two beams (generated prefix model, V = 5, k = 2, max_new = 4, "
+                  "eos_id = 3, alpha = 0.0, prompt [0], seed 250)", _PrefixLM(5, 250, True, None, 3), [0], 2, 4, 3, 0.0))
     return cases
 
 
@@ -1172,10 +1229,10 @@ def _as_hypotheses(got, call):
         if not isinstance(item, (list, tuple)) or len(item) != 2:
             hint(f"{call} returned a list holding {describe(item)}: each entry must be a pair (score, tokens).")
         score, tokens = item
-        if isinstance(score, torch.Tensor) and score.numel() == 1 and not score.is_meta:
-            score = score.item()
-        if isinstance(tokens, torch.Tensor) and not tokens.is_meta and tokens.dim() == 1:
-            tokens = tokens.tolist()
+        if isinstance(score, torch.Tensor) or isinstance(tokens, torch.Tensor):
+            hint(f"{call} returned {describe(score if isinstance(score, torch.Tensor) else tokens)} in a pair (wrong "
+                 "type): the text asks for plain Python lists, each score a float (.item()) and tokens a list of "
+                 "ints (.tolist()).")
         try:
             score = float(score)
             if isinstance(tokens, (str, bytes)) or any(isinstance(t, float) or isinstance(t, bool) for t in tokens):
@@ -1188,7 +1245,7 @@ def _as_hypotheses(got, call):
     return out
 
 
-def _same_hypotheses(got, right, alpha, n0, tol=1e-6):
+def _same_hypotheses(got, right, alpha, n0, tol=1e-9):
     """Equal lists, allowing any order among hypotheses of equal normalized score."""
     if len(got) != len(right):
         return False
@@ -1200,7 +1257,17 @@ def _same_hypotheses(got, right, alpha, n0, tol=1e-6):
         return False
     if not all(math.isclose(a[0], b[0], rel_tol=tol, abs_tol=tol) for a, b in zip(got, right)):
         return False
-    return sorted(tuple(t) for _, t in got) == sorted(tuple(t) for _, t in right)
+    if not right:
+        return True
+    # the text fixes the order of tied candidates, not which of the hypotheses tied at the k-th place
+    # of the final ranking are returned: those may be any of them
+    last = key(right[-1])
+    above = [tuple(t) for c in right if not math.isclose(key(c), last, rel_tol=tol, abs_tol=tol) for t in [c[1]]]
+    got_above = [tuple(t) for c in got if not math.isclose(key(c), last, rel_tol=tol, abs_tol=tol) for t in [c[1]]]
+    if sorted(above) != sorted(got_above):
+        return False
+    tied = [tuple(t) for _, t in got if tuple(t) not in set(got_above)]
+    return len(set(tied)) == len(tied) and all(t[:n0] == tuple(right[0][1][:n0]) for t in tied)
 
 
 _EOS_MISTAKES = [
@@ -1235,10 +1302,11 @@ def beam_search_eos(my_beam_search_eos) -> None:
     Compared with :func:`_eos_beam` on table models of every class in :func:`_eos_cases`.
     """
     cases = _eos_cases()
-    answers = []
+    answers, longest = [], []  # the student's answers, and the longest ids their search fed each model
     for name, model, prompt, k, n, eos, alpha in cases:
         call = f"my_beam_search_eos(model, {prompt}, k={k}, max_new={n}, eos_id={eos}, alpha={alpha})"
         given = list(prompt)
+        model.longest = 0
         try:
             with rules.watch() as seen:
                 got = my_beam_search_eos(model, given, k, n, eos, alpha)
@@ -1253,10 +1321,21 @@ def beam_search_eos(my_beam_search_eos) -> None:
         if given != list(prompt):
             hint("your function changed the prompt list it was given: build new lists (tokens + [w]).")
         answers.append(_as_hypotheses(got, call))
-    for (name, model, prompt, k, n, eos, alpha), got in zip(cases, answers):
+        longest.append(model.longest)
+    for (name, model, prompt, k, n, eos, alpha), got, read in zip(cases, answers, longest):
+        model.longest = 0
         right = _eos_beam(model, prompt, k, n, eos, alpha)
         if _same_hypotheses(got, right, alpha, len(prompt)):
+            if alpha == 0 and read > model.longest:
+                hint(f"on {name}: the right hypotheses, but your search fed the model {read} positions where the "
+                     f"chapter's stops after {model.longest}: with alpha == 0, stop as soon as k hypotheses have "
+                     "finished and the best beam's score is at most the k-th best finished score (the text asks "
+                     "for this early stop).")
             continue
+        if _same_hypotheses(got, right, alpha, len(prompt), tol=1e-5):
+            hint(f"on {name}: the right hypotheses, but the scores differ from float64's after the 7th digit: take "
+                 "log_softmax in float64 (.double() on the logits first), as the text says; float32 also breaks "
+                 "exact ties (integer logits) at random.")
         if got and all(not t[: len(prompt)] == tuple(prompt) for _, t in got):
             hint(f"on {name}: every token list must start with the prompt, then the generated tokens.")
         for mistake, message in _EOS_MISTAKES:
@@ -1264,9 +1343,13 @@ def beam_search_eos(my_beam_search_eos) -> None:
                             for (_, m, p, kk, nn, e, al), a in zip(cases, answers))
             if explained:
                 hint(message)
-        for mistake, message in _EOS_MISTAKES:
-            if _same_hypotheses(got, _eos_beam(model, prompt, k, n, eos, alpha, mistake=mistake), alpha, len(prompt)):
-                hint(f"on {name}: {message}")
+        failing = [(c, a) for c, a in zip(cases, answers)
+                   if not _same_hypotheses(a, _eos_beam(*c[1:]), c[6], len(c[2]))]
+        named = [message for mistake, message in _EOS_MISTAKES  # the one mistake that gives every answer that differs
+                 if all(_same_hypotheses(a, _eos_beam(m, p, kk, nn, e, al, mistake=mistake), al, len(p))
+                        for (_, m, p, kk, nn, e, al), a in failing)]
+        if len(named) == 1 and len(failing) >= 2:
+            hint(f"on {name}: {named[0]}")
         if len(got) != len(right):
             hint(f"on {name}: expected the {len(right)} best hypotheses, got {len(got)} (return the k best of the "
                  "finished ones and those still alive, fewer only if fewer exist).", generic=True)

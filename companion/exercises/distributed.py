@@ -487,10 +487,12 @@ class _Recorder(nn.Module):
     def forward(self, x):
         on = torch.is_autocast_enabled("cpu")
         self.log_text += f"{x.shape[0]}:{str(torch.get_autocast_dtype('cpu')) if on else 'off'};"
-        h = self.net[0](x)
-        if self.overflow:
-            h = _GradTimes.apply(h)
+        h = _GradTimes.apply(self.net[0](x), self, 1e38 if self.overflow else 1.0)
         return self.net[2](self.net[1](h))
+
+    def under_autocast(self) -> list[str]:
+        """What ran under autocast besides the forward pass ("backward", "step", "update"), as noted."""
+        return sorted({e[:-3] for e in self.log_text.split(";") if e.endswith("=on")})
 
     def calls(self) -> list:
         return [e.split(":") for e in self.log_text.split(";")[:-1] if ":" in e]
@@ -503,15 +505,19 @@ class _Recorder(nn.Module):
 
 
 class _GradTimes(torch.autograd.Function):
-    """The identity, whose backward multiplies the gradient by 1e38."""
+    """The identity, whose backward multiplies the gradient by ``factor`` (1e38: it overflows once
+    scaled) and notes in the owner's log whether autocast was on during backward ("backward=on;")."""
 
     @staticmethod
-    def forward(ctx, h):
+    def forward(ctx, h, owner, factor):
+        ctx.owner, ctx.factor = owner, factor
         return h.view_as(h)
 
     @staticmethod
     def backward(ctx, g):
-        return g * 1e38
+        if torch.is_autocast_enabled("cpu"):
+            ctx.owner.log_text += "backward=on;"
+        return (g * ctx.factor if ctx.factor != 1.0 else g), None, None
 
 
 class _LoggedScaler(torch.amp.GradScaler):
@@ -522,6 +528,8 @@ class _LoggedScaler(torch.amp.GradScaler):
         self.owner = owner
 
     def update(self, new_scale=None):
+        if torch.is_autocast_enabled("cpu"):
+            self.owner.log_text += "update=on;"
         super().update(new_scale)
         self.owner.log_text += f"scale={self.get_scale()};"
 
@@ -556,12 +564,14 @@ def _accumulated(seed, kind, micro, *, mistake=None, amp=None, max_norm=None, sc
         scaler.unscale_(opt)
     if max_norm is not None:
         nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if mistake == "update before step":
+        scaler.update()
     if mistake != "step each":
         if scaler is not None and mistake != "optimizer step":
             scaler.step(opt)
         else:
             opt.step()
-    if scaler is not None and mistake != "no update":
+    if scaler is not None and mistake not in ("no update", "update before step"):
         scaler.update()
     return _flat(model.net), total / N, scaler
 
@@ -588,16 +598,53 @@ _ACCUMULATION_MISTAKES = [
 ]
 
 
-def _returned_loss(got, want, call):
+def _returned_loss(got, want, call, how="each micro-batch's mean loss times its number of rows, summed, "
+                                         "divided by the total"):
     from ._core import as_number
+    if isinstance(got, torch.Tensor):
+        hint(f"{call} returned {describe(got)}: the text asks for the loss as a Python float "
+             "(loss.item()), which keeps no graph and no tensor alive.")
     value = as_number(got, call)
     if not math.isclose(value, want, rel_tol=1e-4, abs_tol=1e-6):
         hint(f"{call} returned {value:.6g}; expected the mean loss over all the rows of the step, {want:.6g} "
-             "(each micro-batch's mean loss times its number of rows, summed, divided by the total).")
+             f"({how}).")
+
+
+class _State:
+    """Grad mode, autocast and torch's global random state around one call of the student's function:
+    :meth:`restore` puts back whatever the call changed (so that the checks after it, and the next
+    cells, run as they should), then :meth:`check` names the change."""
+
+    def __init__(self):
+        self.grad = torch.is_grad_enabled()
+        self.rng = torch.get_rng_state()
+        self.changed: list[str] = []
+
+    def restore(self) -> None:
+        if torch.is_autocast_enabled("cpu"):
+            torch.set_autocast_enabled("cpu", False)
+            self.changed.append("autocast")
+        if torch.is_grad_enabled() != self.grad:
+            torch.set_grad_enabled(self.grad)
+            self.changed.append("grad")
+        if not torch.equal(torch.get_rng_state(), self.rng):
+            torch.set_rng_state(self.rng)
+            self.changed.append("rng")
+
+    def check(self) -> None:
+        if "autocast" in self.changed:
+            hint("autocast is still on after your function: use it as a context manager, "
+                 "`with torch.autocast('cpu', dtype=dtype):`, around the forward pass only.")
+        if "grad" in self.changed:
+            hint("your function changed the grad mode it was called in (torch.set_grad_enabled) and left it "
+                 "so: leave it as it was.")
+        if "rng" in self.changed:
+            hint("your function changed torch's global random state (torch.manual_seed, or drawing random "
+                 "numbers): a training step with this model draws none, so leave it as it was.")
 
 
 _ACC_CASES = [  # micro-batch sizes, optimizer, seed
-    ((3, 5, 1), "sgd", 40),
+    ((2, 5, 1), "sgd", 40),  # the first micro-batch's share (2/8) is not 1 / number of micro-batches
     ((7,), "sgd", 41),  # one micro-batch: the plain step
     ((1, 1, 1, 1), "momentum", 42),
     ((2, 6, 3), "adam", 43),
@@ -616,15 +663,19 @@ def accumulation(fn):
         _stale(model)
         given = [(x.clone(), y.clone()) for x, y in micro]
         model.train()
+        state = _State()
         try:
             got = fn(model, opt, _loss, given)
         except StudentError as exc:
+            state.restore()
             if (sizes, kind, seed) == _ACC_CASES[0]:
                 _answers_elsewhere(exc, lambda c: fn(_Recorder(c[2]), _optimizer(c[1], _Recorder(c[2]).parameters()),
                                                       _loss, _micro_batches(c[2], c[0])), _ACC_CASES[1:], None,
                                    f"on micro-batches of {', '.join(map(str, sizes))} rows ({kind})")
             _one_branch_missing(exc, f"on micro-batches of {', '.join(map(str, sizes))} rows ({kind})")
         where = f"on micro-batches of {', '.join(map(str, sizes))} rows ({kind})"
+        state.restore()
+        state.check()
         if any(not (torch.equal(a, c) and torch.equal(b, d)) for (a, b), (c, d) in zip(given, micro)):
             hint("your function changed the micro-batches it was given: leave x and y as they are.")
         if not model.training:
@@ -659,6 +710,9 @@ def accumulation(fn):
 
 # --------------------------------------------------------------------- A.4 a mixed-precision step
 _AMP_MISTAKES = [
+    ("update before step", "you called scaler.update() before scaler.step(optimizer): update() forgets "
+                           "that the gradients were unscaled, so the step divides them by the scale a second "
+                           "time. Call scaler.step(optimizer), then scaler.update()."),
     ("no scale", "the loss was not scaled before backward(): call scaler.scale(loss).backward(), or "
                  "scaler.unscale_ divides gradients that were never multiplied."),
     ("no unscale", "you clipped the scaled gradients: call scaler.unscale_(optimizer) before "
@@ -676,6 +730,7 @@ _AMP_CASES = [  # rows, optimizer, seed, initial scale (None: a gradient overflo
     (5, "sgd", 50, 2.0 ** 10, 0.5),
     (1, "momentum", 51, 2.0 ** 16, 10.0),
     (7, "adam", 52, 2.0 ** 8, 1.0),
+    (4, "sgd", 54, 2.0 ** 12, 1e6),  # the clip does not bind: a wrong factor in the gradient shows
     (3, "sgd", 53, None, 1.0),  # a scaled gradient overflows: the step must be skipped, the scale halved
 ]
 
@@ -685,6 +740,7 @@ def amp_step(fn):
     """``fn(model, opt, scaler, loss_fn, x, y, max_norm, dtype=torch.bfloat16) -> float``: one training
     step in mixed precision: forward under autocast, scaled backward, unscale_, clip, scaler.step,
     scaler.update; returns the loss."""
+    ambiguous = None
     for rows, kind, seed, scale, max_norm in _AMP_CASES:
         micro = _micro_batches(seed, (rows,))
         overflow = scale is None
@@ -696,34 +752,41 @@ def amp_step(fn):
         scaler = _LoggedScaler(model, scale)
         where = (f"on a batch of {rows} rows ({kind}, initial scale {scale:g}"
                  + (", where a scaled gradient overflows to inf" if overflow else "") + ")")
-        grad_mode = torch.is_grad_enabled()
+        model.train()
+        opt.register_step_pre_hook(
+            lambda o, a, k: setattr(model, "log_text", model.log_text + "step=on;")
+            if torch.is_autocast_enabled("cpu") else None)
+        state = _State()
         try:
             got = fn(model, opt, scaler, _loss, micro[0][0].clone(), micro[0][1].clone(), max_norm, torch.bfloat16)
         except StudentError as exc:
+            state.restore()
             if seed == _AMP_CASES[0][2]:
                 raise
             _one_branch_missing(exc, where)
-        if torch.is_autocast_enabled("cpu"):
-            torch.set_autocast_enabled("cpu", False)
-            hint("autocast is still on after your function: use it as a context manager, "
-                 "`with torch.autocast('cpu', dtype=dtype):`, around the forward pass only.")
-        if torch.is_grad_enabled() != grad_mode:
-            torch.set_grad_enabled(grad_mode)
-            hint("your function changed the grad mode it was called in: leave it as it was.")
+        state.restore()
+        state.check()
+        if not model.training:
+            hint("the model was left in evaluation mode: a training step changes no mode.")
         calls = model.calls()
         got_scale = model.scale_after(scaler)
         if not calls:
             hint("your function never called the model.")
         if any(dtype == "off" for _, dtype in calls):
-            hint(_AMP_MISTAKES[4][1])
+            hint(dict(_AMP_MISTAKES)["no autocast"])
         if any(dtype != str(torch.bfloat16) for _, dtype in calls):
             hint("the forward pass ran under autocast in another dtype: use the `dtype` argument "
                  "(torch.autocast('cpu', dtype=dtype)).")
+        if model.under_autocast():
+            hint(f"{' and '.join(model.under_autocast())} ran under autocast: only the forward pass and the "
+                 "loss belong inside `with torch.autocast(...)`; backward(), the optimizer's step and the "
+                 "scaler's calls come after the block.")
         ref_scaler = torch.amp.GradScaler("cpu", init_scale=scale)
         want_w, want_loss, _ = _accumulated(seed, kind, micro, amp=torch.bfloat16, max_norm=max_norm,
                                             scaler=ref_scaler, overflow=overflow)
         got_w = _flat(model.net)
         if not (close(got_w, want_w, rtol=1e-4, atol=1e-6) and got_scale == ref_scaler.get_scale()):
+            matches = []
             for mistake, message in _AMP_MISTAKES:
                 s = torch.amp.GradScaler("cpu", init_scale=scale)
                 try:
@@ -732,7 +795,12 @@ def amp_step(fn):
                 except (AssertionError, RuntimeError):  # a mistake the scaler itself refuses
                     continue
                 if close(got_w, w, rtol=1e-4, atol=1e-6, equal_nan=True) and got_scale == s.get_scale():
-                    hint(f"{where}: {message}")
+                    matches.append(message)
+            if len(matches) == 1:
+                hint(f"{where}: {matches[0]}")
+            if len(matches) > 1:  # two mistakes give this step (a binding clip hides which): a later case tells
+                ambiguous = ambiguous or (where, matches)
+                continue
             if not torch.isfinite(got_w).all():
                 hint(f"{where}, the weights became inf or NaN: a step whose gradients overflowed must be "
                      "skipped, which scaler.step(optimizer) does.")
@@ -742,7 +810,9 @@ def amp_step(fn):
             hint(f"{where}, the weights after your step differ from the reference mixed-precision step.",
                  generic=True)
         if not overflow:
-            _returned_loss(got, want_loss, "my_amp_step(...)")
+            _returned_loss(got, want_loss, "my_amp_step(...)", "the unscaled loss of the forward pass, .item()")
+    if ambiguous:
+        hint(f"{ambiguous[0]}, your step equals one of these mistakes: " + " Or: ".join(ambiguous[1]))
     passed("autocast around the forward pass, the scaled loss, unscale_ before clipping, scaler.step and "
            "scaler.update: the reference step under SGD, momentum and Adam, and a step skipped (scale halved) "
            "on overflow.")

@@ -404,7 +404,7 @@ def gqa_with_cache(my_gqa_cached) -> None:
         out = torch.cat(outs, 1)
         rtol = 1e-4 if dtype == torch.float32 else 1e-6
         with torch.no_grad():
-            right_k = _run_chunks(_gqa_chunk, attn, x, splits)[1][0]
+            right_k, right_v = _run_chunks(_gqa_chunk, attn, x, splits)[1][:2]
         if close(out, whole, rtol=rtol, atol=1e-5) and close(past[0], right_k, rtol=rtol, atol=1e-5):
             continue
         with torch.no_grad():
@@ -426,6 +426,13 @@ def gqa_with_cache(my_gqa_cached) -> None:
                 wrong = _run_chunks(lambda a, xx, p: _gqa_chunk(a, xx, p, **kw), attn, x, splits)[0]
                 if close(out, wrong, rtol=1e-4, atol=1e-5) and not close(wrong, whole, rtol=1e-4, atol=1e-5):
                     hint(message + f" ({label})")
+        if close(out, whole, rtol=1e-4, atol=1e-5) and close(past[0], right_v, rtol=rtol, atol=1e-5):
+            hint(f"the outputs are right, but the cache you return is (values, keys) ({label}): return "
+                 "(k, v), keys first, as `past` comes in.")
+        if close(out, whole, rtol=1e-4, atol=1e-5) and not close(past[0], right_k, rtol=rtol, atol=1e-5) and close(
+                past[0].sort(dim=2).values, right_k.sort(dim=2).values, rtol=rtol, atol=1e-5):
+            hint(f"the outputs are right, but the cached keys are in another order ({label}): append the new keys "
+                 "after the cached ones (torch.cat([past_k, k], dim=2)), so that position i stays at index i.")
         if close(out, whole, rtol=1e-4, atol=1e-5):
             hint("the outputs are right, but the cached keys differ from the keys rotated at their own "
                  f"positions: store each key once, already rotated ({label}; "
@@ -458,13 +465,18 @@ def newton_schulz(my_orthogonalize) -> None:
     quintic Newton-Schulz on ``g / (||g||_F + 1e-7)``, on the wide orientation (a tall ``g`` is
     transposed first and the result transposed back)."""
     _require_function(my_orthogonalize, "my_orthogonalize")
-    for seed, shape, steps, dtype in [(0, (4, 6), 5, torch.float64), (1, (7, 3), 5, torch.float64),
-                                      (2, (5, 5), 1, torch.float64), (3, (1, 4), 3, torch.float64),
-                                      (4, (6, 2), 2, torch.float64), (5, (3, 8), 5, torch.float32)]:
+    earlier: dict = {}  # results by (shape, steps): a stale one returned again names itself
+    for seed, shape, steps, dtype, scale in [
+            (0, (4, 6), 5, torch.float64, 3.0), (1, (7, 3), 5, torch.float64, 3.0),
+            (2, (5, 5), 1, torch.float64, 3.0), (3, (1, 4), 3, torch.float64, 3.0),
+            (4, (6, 2), 2, torch.float64, 3.0), (5, (3, 8), 5, torch.float32, 3.0),
+            (6, (4, 6), 5, torch.float64, 2.0),  # a second call with the same shape and steps, new values
+            (7, (3, 5), 2, torch.float64, 0.0),  # a zero gradient: the + 1e-7 keeps it zero (no 0 / 0)
+            (8, (5, 3), 1, torch.float64, 1e-7)]:  # a tiny gradient, whose norm is about the 1e-7
         g = torch.Generator().manual_seed(seed)
         m = torch.randn(shape, generator=g, dtype=torch.float64) * torch.logspace(-1, 0, shape[0],
                                                                                    dtype=torch.float64)[:, None]
-        m = (m * 3).to(dtype)
+        m = (m * scale).to(dtype)
         m_in = m.clone()
         with _watching(_LIBRARY_NS) as calls:
             out = my_orthogonalize(m_in, steps)
@@ -475,14 +487,21 @@ def newton_schulz(my_orthogonalize) -> None:
         out = _tensor_of(out, m, shape, "a tensor of g's shape")
         right = _ns(m.double(), steps)
         label = (f"a {'tall' if shape[0] > shape[1] else 'wide' if shape[0] < shape[1] else 'square'} {shape} matrix, "
-                 f"{steps} steps")
-        if not torch.isfinite(out).all() or out.abs().max() > 1e6:
-            hint(f"your result has values of {out.abs().max().item():.3g} or not finite ({label}): divide g by its "
-                 "Frobenius norm (plus 1e-7) first (the iteration converges only when every singular value is <= 1), "
-                 "and check the signs of the coefficients (a, b, c) = (3.4445, -4.7750, 2.0315).")
-        if close(out, right.to(dtype), rtol=1e-4 if dtype == torch.float32 else 1e-7, atol=1e-5):
+                 f"{steps} steps" + (", all zeros" if scale == 0 else f", norm {m.norm().item():.2g}" if scale < 1 else ""))
+        stale = any(close(out, before) for before in earlier.get((shape, steps), []))
+        earlier.setdefault((shape, steps), []).append(out.detach().clone())
+        if close(out, right.to(dtype), rtol=1e-4 if dtype == torch.float32 else 1e-7, atol=1e-5 * min(scale, 1.0)):
             continue
         m64 = m.double()
+        if stale:
+            hint(f"on {label}, called again with new values, your function returned the result of an earlier call "
+                 "with the same shape: compute it from the g of each call.")
+        if scale == 0 and not torch.isfinite(out).all():
+            hint(f"your result is not finite on {label}: g / ||g||_F is 0 / 0 there; divide by the norm plus 1e-7, "
+                 "as the text says, and a zero gradient stays zero.")
+        if scale < 1 and close(out, _ns(m64 / m64.norm(), steps, normalize=False), rtol=1e-6, atol=1e-9):
+            hint(f"on {label} your result is that of g / ||g||_F: divide by the norm plus 1e-7, as the text says "
+                 "(for a gradient this small the 1e-7 matters).")
         mistakes = [
             (_ns(m64, steps, normalize=False), "divide g by its Frobenius norm (plus 1e-7) first: the "
                                                "iteration converges only when every singular value is <= 1."),
@@ -497,6 +516,15 @@ def newton_schulz(my_orthogonalize) -> None:
         for wrong, message in mistakes:
             if close(out, wrong, rtol=1e-4, atol=1e-5):
                 hint(message + f" ({label})")
+        blown = [message for wrong, message in mistakes  # not finite where exactly one mistake is not finite
+                 if not torch.isfinite(out).all() and torch.equal(torch.isfinite(out), torch.isfinite(wrong))]
+        if blown:
+            hint(f"your result is not finite ({label}), as with " + ("this mistake: " if len(blown) == 1 else
+                 "each of these mistakes: ") + " Or: ".join(blown))
+        if not torch.isfinite(out).all() or out.abs().max() > 1e6:
+            hint(f"your result has values of {out.abs().max().item():.3g} or not finite ({label}), where the "
+                 "iteration on g / (||g||_F + 1e-7) stays near [-1, 1]: check each step, "
+                 "X <- a X + (b A + c A @ A) @ X with A = X @ X.T (matrix products).", generic=True)
         hint(f"the values differ from {steps} Newton-Schulz steps ({label}): {first_difference(out, right)}.",
              generic=True)
     passed("a few matrix products push every singular value towards 1: the update's directions all move alike.")
@@ -549,8 +577,10 @@ def muon_step(my_muon_step) -> None:
             mistakes = [
                 (b64 * beta + g64, None, "the buffer is an average: m = momentum * m + (1 - momentum) * grad "
                                          "(buf.lerp(grad, 1 - momentum)), not momentum * m + grad."),
-                (None, step(m_right)[0], "Muon uses Nesterov momentum: orthogonalize (1 - momentum) * grad + "
-                                         "momentum * m, not the buffer m itself."),
+                (None, step(m_right)[0], "you orthogonalized the updated buffer m' (or, the same numbers, a "
+                                         "look-ahead with the old buffer, (1 - momentum) * grad + momentum * m): "
+                                         "Muon uses Nesterov momentum, orthogonalize (1 - momentum) * grad + "
+                                         "momentum * m' with m' the buffer just updated."),
                 (None, step(g64)[0], "the momentum is missing from the update: orthogonalize "
                                      "(1 - momentum) * grad + momentum * m, with m the updated buffer."),
                 (None, step(nesterov, s=1.0)[0], "scale the step by sqrt(max(1, rows / cols)): a tall matrix "
@@ -565,9 +595,14 @@ def muon_step(my_muon_step) -> None:
             for wrong_buf, wrong_w, message in mistakes:
                 if wrong_buf is not None and close(new_buf, wrong_buf, rtol=1e-4, atol=1e-6):
                     hint(message + f" ({label}, step {i + 1})")
-                if wrong_w is not None and close(new_w, wrong_w, rtol=1e-4, atol=1e-6) \
-                        and not close(wrong_w, ref.detach().double(), rtol=1e-4, atol=1e-6):
-                    hint(message + f" ({label}, step {i + 1})")
+            named = [message for wrong_buf, wrong_w, message in mistakes
+                     if wrong_w is not None and close(new_w, wrong_w, rtol=1e-4, atol=1e-6)
+                     and not close(wrong_w, ref.detach().double(), rtol=1e-4, atol=1e-6)]
+            if len(named) == 1:
+                hint(named[0] + f" ({label}, step {i + 1})")
+            if len(named) > 1 and i < len(grads) - 1:  # several mistakes give this step: the next one tells
+                w, buf = ref.detach().clone(), right_buf.detach().clone()
+                continue
             if not close(new_buf, right_buf, rtol=rtol, atol=1e-6):
                 hint(f"the new momentum buffer differs from Muon's after step {i + 1} ({label}): "
                      f"{first_difference(new_buf, right_buf, 'new_buf')}.", generic=True)

@@ -199,6 +199,7 @@ def _smoothed_cases():
         return logits, targets, pad_id, eps, what
 
     cases = [draw(2, 5, 6, 0, 0.1, "a batch of padded targets (pad_id 0)"),
+             draw(2, 5, 6, 0, 0.1, "a second call with the same shapes and new values"),
              draw(1, 1, 3, 0, 0.1, "a batch of one target of one position", pad_share=0.0),
              draw(3, 7, 11, 10, 0.1, "odd sizes, pad_id the last id"),
              draw(2, 4, 5, 2, 0.1, "pad_id in the middle of the vocabulary"),
@@ -267,8 +268,12 @@ def smoothed_loss(my_smoothed_loss) -> None:
                      f"({logits.dtype}).")
             continue
         if not bool(torch.isfinite(value)):
-            hint(f"on {what} your loss is {float(value)}: use torch.log_softmax (it subtracts each row's maximum) "
-                 "rather than log(softmax(...)), and never multiply 0 by log 0.")
+            if "1000" in what:
+                hint(f"on {what} your loss is {float(value)}: use torch.log_softmax (it subtracts each row's "
+                     "maximum) rather than log(softmax(...)), and never multiply 0 by log 0.")
+            hint(f"on {what} (pad_id {pad_id}) your loss is {float(value)}, the exact one {float(expected):.6f}: "
+                 "check which positions you keep (those whose target is not pad_id; a mean over zero positions "
+                 "is 0/0), and never multiply 0 by log 0 (torch.log_softmax, not log(softmax(...))).")
         if logits.dtype == torch.float64 and close(value, expected, rtol=1e-4, atol=1e-6):
             hint(f"on {what} your loss is {float(value):.10f}, the exact one {float(expected):.10f}: close, but "
                  "not to float64's precision. Compute in the logits' dtype (no .float(), no float32 constants).")
@@ -302,7 +307,17 @@ def smoothed_loss(my_smoothed_loss) -> None:
     if is_remote(my_smoothed_loss):  # in the grader the loss comes back as data, without its graph
         passed("eps spread over the V - 1 tokens that are not padding, the padded positions left out of the mean.")
     again = logits.clone().requires_grad_(True)
-    my_smoothed_loss(again, targets, pad_id, eps).backward()
+    loss = my_smoothed_loss(again, targets, pad_id, eps)
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        hint(f"called again on the first input, your function returned {describe(loss)}, not a scalar tensor.")
+    try:
+        loss.backward()
+    except RuntimeError as exc:
+        hint(f"loss.backward() failed on the loss your function returned ({str(exc).splitlines()[0][:120]}): "
+             "return a new loss computed from the logits of each call, never a tensor kept from an earlier one.")
+    if again.grad is None:
+        hint("the loss your function returned does not lead back to the logits it was given: compute it from "
+             "those logits, at every call.")
     reference = logits.clone().requires_grad_(True)
     _smoothed(reference, targets, pad_id, eps).backward()
     if not close(again.grad, reference.grad, rtol=1e-8, atol=1e-10):
