@@ -1,5 +1,6 @@
-"""Outside red team o2's cases (tests/independent/round3b/, written from the student versions alone)
-for exercises 8.7, 9.8, 11.6, 11.7, 13.5-13.7, A.3 and A.4, run with the rules of
+"""Outside red teams o2's and o4's cases (tests/independent/round3b/ and round3d/, written from the
+student versions alone) for exercises 8.7, 9.8, 11.6, 11.7, 13.5-13.7, A.3 and A.4 (o2) and 4.4,
+5.1-5.4 (o4), run with the rules of
 tests/test_independent_wrong_answers.py (whose runner this file imports): every wrong case gets a
 hint, never a pass; every right case passes; no checker crashes.
 
@@ -17,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_independent_wrong_answers as base  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "independent" / "round3b"
-CHAPTERS = [HERE / f"{stem}.py" for stem in ("ch08", "ch09", "ch11", "ch13", "chA")]
+CHAPTERS = [HERE / f"{stem}.py" for stem in ("ch08", "ch09", "ch11", "ch13", "chA")] + [
+    HERE.parent / "round3d" / f"{stem}.py" for stem in ("ch04", "ch05")]
 
 #: Wrong cases whose pass rests on a reading of the text, with the reason.
 JUDGEMENT: dict[tuple[str, str], str] = {
@@ -28,6 +30,19 @@ JUDGEMENT: dict[tuple[str, str], str] = {
                                         "(4,000 random texts by the outsider, 22,680 multisets of a/b words here)",
     ("11.7", "returns_tuple"): "the checkers' acceptance policy takes a list or a tuple where a sequence is asked "
                                "for (issue 33 point 3); the text says 'return the ids'",
+    ("4.4", "wrong_zero_input"): "probes the layer at zeros instead of x: the text defines the map at x, but "
+                                 "none of the check's layers reads different positions at other inputs, so no "
+                                 "value check tells the two apart (the outsider marks it debatable)",
+    ("4.4", "wrong_eval_mode"): "the check's layers are plain functions with no eval(): the call changes nothing "
+                                "(the outsider lists it among its cases that are probably not wrong)",
+    ("5.1", "wrong_acos"): "asin of pair 1's sine is valid (its angle is below pi/2) and float32 stays within "
+                           "0.1%: right by the text (the outsider's own reading)",
+    ("5.1", "wrong_tensor_base"): "a 0-d tensor is a number under the acceptance policy of the introduction "
+                                  "(the outsider marks it debatable)",
+    ("5.2", "wrong_asin"): "asin of pair 1's sine is valid there (the angle is below pi/2): right by the text "
+                           "(the outsider's reading)",
+    ("5.2", "wrong_float32_math"): "angles in float32 stay within the check's float32 tolerance for the k the "
+                                   "text asks about (the outsider marks it debatable)",
     ("13.6", "no_transpose_tall"): "the same values up to rounding: the quintic is a polynomial p(X Xᵀ) X, equal to "
                                    "X p(Xᵀ X); only the cost of the products differs, which no value check sees",
 }

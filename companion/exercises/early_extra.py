@@ -362,11 +362,27 @@ def _map_cases(B: int, T: int, d: int) -> list[tuple[str, Callable, torch.Tensor
         ("adding 0.001 times the last token", lambda x: x + 1e-3 * x[:, -1:], last),
         ("adding 0.001 times the next token", lambda x: x + 1e-3 * (_add_next(x) - x), following),
     ]
+    # only the sequences after the first read ahead: a map read off sequence 0 alone misses it
+    cases.append(("adding the next token, in every sequence but the first", _add_next_after_first,
+                  following if B > 1 else eye))
+    # the change a token makes has mean 0 over the features: comparing means misses it
+    cases.append(("adding the last token, centred over its features", _add_last_centred, last))
     if T > 4:
         four = eye.clone()
         four[:, 4] = True
         cases.append(("adding token 4 to every position", lambda x: x + x[:, 4:5], four))
     return cases
+
+
+def _add_next_after_first(x):
+    """Sequences 1, 2, ... get x[s] + x[s + 1]; sequence 0 is left as it is."""
+    return torch.cat([x[:1], _add_next(x[1:])], dim=0)
+
+
+def _add_last_centred(x):
+    """Every position gets the last token minus its own mean over the features."""
+    last = x[:, -1:]
+    return x + (last - last.mean(dim=-1, keepdim=True))
 
 
 def _add_next(x):
@@ -442,7 +458,8 @@ def dependency_map(my_dependency_map) -> None:
     if all(torch.equal(said[k].T, expected[k]) for k in wrong):
         hint("your map is transposed: row s is the output position, column u the input position you change. "
              "For causal attention the map is lower triangular (position s reads u <= s).")
-    absorbed = ("LayerNorm over the features", "BatchNorm over the batch, separately at each position")
+    absorbed = ("LayerNorm over the features", "BatchNorm over the batch, separately at each position",
+                "adding the last token, centred over its features")
     if all(k[0] in absorbed and not bool((said[k] & ~expected[k]).any()) for k in wrong):
         hint(f"your map misses that the output at s reads position s for {wrong[0][0]}: adding the same number "
              "to every feature of a token, or to every sequence (x[:, u] + 1), leaves a normalization unchanged, "
