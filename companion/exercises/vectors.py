@@ -33,8 +33,11 @@ def _sparse_cases():
         ("keys of several types", {1: 2, "1": 3, (0, 1): -1}, {1: 5, (0, 1): 4, "one": 9}),
         ("a short query against a long document", query, document),
         ("a long document against a short query", document, query),
+        ("values with more than 2 decimals", {"p": 0.1234, "q": -1.0071}, {"p": 2.3331, "q": 0.5003}),
+        ("'Cat' and 'cat' as two different features", {"Cat": 1.5, "cat": 2.25}, {"Cat": 4.125, "dog": 1}),
+        ("keys -1 and -2, whose hashes are equal", {-1: 3, -2: 5}, {-2: 7}),
     ]
-    draw = random.Random()  # a fresh draw each run, beside the fixed classes
+    draw = random.Random(20261128)  # the checker's own seeded draw: the verdict is the same every run
     features = [f"f{i}" for i in range(12)]
     a = {k: round(draw.uniform(-3, 3), 3) for k in draw.sample(features, draw.randint(0, 8))}
     b = {k: round(draw.uniform(-3, 3), 3) for k in draw.sample(features, draw.randint(0, 8))}
@@ -102,6 +105,7 @@ def sparse_dot(my_sparse_dot) -> None:
     with watch() as seen:
         for index, (label, a, b) in enumerate(_sparse_cases()):
             before_a, before_b = dict(a), dict(b)
+            types_a, types_b = [type(v) for v in a.values()], [type(v) for v in b.values()]
             text = f"my_sparse_dot({_short_dict(a)}, {_short_dict(b)})"
             try:
                 got = my_sparse_dot(a, b)
@@ -112,7 +116,9 @@ def sparse_dot(my_sparse_dot) -> None:
                          "in both dicts.")
                 raise
             for name, now, then in (("a", a, before_a), ("b", b, before_b)):
-                if not isinstance(now, dict) or now != then or list(now) != list(then):
+                types = types_a if name == "a" else types_b
+                if (not isinstance(now, dict) or now != then or list(now) != list(then)
+                        or [type(v) for v in now.values()] != types):
                     hint(f"your function changed the dict {name} it was given ({label}): a[k] = v, a.setdefault(k, 0), "
                          "a.pop(k) or a.update(...) write into the caller's data. Read the dicts without changing them "
                          "(b.get(k, 0) leaves b as it was).")
@@ -137,6 +143,14 @@ def sparse_dot(my_sparse_dot) -> None:
             pending = pending or failed  # several known mistakes fit alike: a later case tells them apart
     if pending:
         hint(pending, generic=True)
+    a, b = {"x": 1.5, "y": 2}, {"x": 2.0}
+    first = safe_float(my_sparse_dot(a, b))
+    a["x"] = 3.25  # the same dict objects, changed by the caller between two calls
+    second = safe_float(my_sparse_dot(a, b))
+    if first != 3.0 or second != 6.5:
+        hint(f"called twice with the same dicts, changed in between (a['x'] from 1.5 to 3.25, b = {{'x': 2.0}}), "
+             f"your function returned {first} then {second}, expected 3.0 then 6.5: compute from the dicts' "
+             "current values each call; do not cache results by id() of the dicts.")
     if uses_numpy(seen, facts) or uses_torch(seen, facts):
         used = sorted(seen.torch_calls)[:3]
         _plain_python(f" (you called {', '.join(used)})" if used else "")
