@@ -175,7 +175,7 @@ def _short_dict(d: dict) -> str:
 #: Library calls that compute a length or a cosine: exercise 1.2 asks for the formula, with *, sum
 #: (or @) and torch.sqrt. Canonical names of rules.canonical; a name ending in "." is a prefix.
 _LENGTH_SHORTCUTS = ("norm", "linalg.", "cosine_similarity", "normalize", "pairwise_distance", "cdist",
-                     "dist", "renorm", "frobenius_norm", "nuclear_norm", "rsqrt", "hypot")
+                     "dist", "renorm", "frobenius_norm", "nuclear_norm", "hypot")
 
 
 def _unit(t: torch.Tensor, length: float) -> torch.Tensor:
@@ -212,6 +212,9 @@ def _cosine_cases():
         ("eps per vector: |a| < eps < |a| |b| (eps = 0.5)", _unit(r(5, 3), 0.2), _unit(r(5, 3), 10.0), 0.5),
         ("eps per vector: |a| |b| < eps < |a|, |b| (eps = 0.5)", _unit(r(4, 3), 0.6), _unit(r(4, 3), 0.6), 0.5),
         ("a large eps (eps = 2.0), float32", _unit(r(3, 4), 1.5).float(), _unit(r(3, 4), 4.0).float(), 2.0),
+        ("size-1 axes: (1, 3, 1, 4) against (2, 1, 1, 4)", r(1, 3, 1, 4), r(2, 1, 1, 4), None),
+        ("a batch of one: (1, 1, 5) against (1, 5)", r(1, 1, 5), r(1, 5), None),
+        ("lengths 1e-7, above the default eps 1e-8", _unit(r(4, 3), 1e-7), _unit(r(4, 3), 3e-7), None),
     ]
     draw = random.Random()  # a fresh draw each run, beside the fixed classes
     fresh = torch.Generator().manual_seed(draw.randrange(2**31))
@@ -331,7 +334,8 @@ def cosine_batch(my_cosine) -> None:
         used = ", ".join(shortcuts) if shortcuts else "NumPy"
         hint(f"the values are right, but the exercise asks for the formula, with *, sum and torch.sqrt, and you "
              f"used {used}: the length of each vector is torch.sqrt((a * a).sum(-1)).")
-    require_graph(my_cosine, (torch.tensor([[3.0, 5.0], [1.0, -1.0]]), torch.tensor([-2.0, 4.0])))
+    with torch.enable_grad():  # a caller who left grad mode off gets it back when the block ends
+        require_graph(my_cosine, (torch.tensor([[3.0, 5.0], [1.0, -1.0]]), torch.tensor([-2.0, 4.0])))
     passed("the cosine along the last axis, for any shapes that broadcast; a zero vector scores 0 with "
            "every vector instead of nan, as in torch.nn.functional.cosine_similarity.")
 
