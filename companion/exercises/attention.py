@@ -133,7 +133,22 @@ def stable_log_softmax(my_log_softmax) -> None:
                     continue
                 _log_softmax_mistakes(got, x, dim, where)
                 _diff.generic(got, expected, where, text)
-    require_graph(my_log_softmax, (torch.randn(3, 4, dtype=torch.float64),))
+    own = torch.Generator().manual_seed(2026)  # the checker's own draws: the verdict is the same every run
+    with torch.enable_grad():  # the caller's grad mode comes back when the block ends
+        require_graph(my_log_softmax, (torch.randn(3, 4, dtype=torch.float64, generator=own),))
+        if not rules.is_remote(my_log_softmax):
+            x = torch.randn(3, 5, dtype=torch.float64, generator=own) * 4
+            w = torch.randn(3, 5, dtype=torch.float64, generator=own)
+            mine = x.clone().requires_grad_(True)
+            out = my_log_softmax(mine)
+            if isinstance(out, torch.Tensor) and out.requires_grad and out.shape == x.shape:
+                (got,) = torch.autograd.grad((out * w).sum(), mine, allow_unused=True)
+                ref = x.clone().requires_grad_(True)
+                (want,) = torch.autograd.grad((torch.log_softmax(ref, -1) * w).sum(), ref)
+                if got is None or not torch.allclose(got, want, rtol=1e-6, atol=1e-9):
+                    hint("the values are right, but the gradient is not the log-softmax's: a .detach() (or .item(), "
+                         "torch.no_grad()) on the max is fine, but on the log-sum-exp term or the sum it cuts part of "
+                         "the gradient. Detach nothing but (at most) m.")
     passed("x - m - log(sum(exp(x - m))) along dim: every exponent at most 0, the sum at least 1, and no "
            "probability formed, so none can underflow before its log is taken.")
 

@@ -33,8 +33,11 @@ def _sparse_cases():
         ("keys of several types", {1: 2, "1": 3, (0, 1): -1}, {1: 5, (0, 1): 4, "one": 9}),
         ("a short query against a long document", query, document),
         ("a long document against a short query", document, query),
+        ("values with more than 2 decimals", {"p": 0.1234, "q": -1.0071}, {"p": 2.3331, "q": 0.5003}),
+        ("'Cat' and 'cat' as two different features", {"Cat": 1.5, "cat": 2.25}, {"Cat": 4.125, "dog": 1}),
+        ("keys -1 and -2, whose hashes are equal", {-1: 3, -2: 5}, {-2: 7}),
     ]
-    draw = random.Random()  # a fresh draw each run, beside the fixed classes
+    draw = random.Random(20261128)  # the checker's own seeded draw: the verdict is the same every run
     features = [f"f{i}" for i in range(12)]
     a = {k: round(draw.uniform(-3, 3), 3) for k in draw.sample(features, draw.randint(0, 8))}
     b = {k: round(draw.uniform(-3, 3), 3) for k in draw.sample(features, draw.randint(0, 8))}
@@ -102,6 +105,7 @@ def sparse_dot(my_sparse_dot) -> None:
     with watch() as seen:
         for index, (label, a, b) in enumerate(_sparse_cases()):
             before_a, before_b = dict(a), dict(b)
+            types_a, types_b = [type(v) for v in a.values()], [type(v) for v in b.values()]
             text = f"my_sparse_dot({_short_dict(a)}, {_short_dict(b)})"
             try:
                 got = my_sparse_dot(a, b)
@@ -112,7 +116,9 @@ def sparse_dot(my_sparse_dot) -> None:
                          "in both dicts.")
                 raise
             for name, now, then in (("a", a, before_a), ("b", b, before_b)):
-                if not isinstance(now, dict) or now != then or list(now) != list(then):
+                types = types_a if name == "a" else types_b
+                if (not isinstance(now, dict) or now != then or list(now) != list(then)
+                        or [type(v) for v in now.values()] != types):
                     hint(f"your function changed the dict {name} it was given ({label}): a[k] = v, a.setdefault(k, 0), "
                          "a.pop(k) or a.update(...) write into the caller's data. Read the dicts without changing them "
                          "(b.get(k, 0) leaves b as it was).")
@@ -137,6 +143,14 @@ def sparse_dot(my_sparse_dot) -> None:
             pending = pending or failed  # several known mistakes fit alike: a later case tells them apart
     if pending:
         hint(pending, generic=True)
+    a, b = {"x": 1.5, "y": 2}, {"x": 2.0}
+    first = safe_float(my_sparse_dot(a, b))
+    a["x"] = 3.25  # the same dict objects, changed by the caller between two calls
+    second = safe_float(my_sparse_dot(a, b))
+    if first != 3.0 or second != 6.5:
+        hint(f"called twice with the same dicts, changed in between (a['x'] from 1.5 to 3.25, b = {{'x': 2.0}}), "
+             f"your function returned {first} then {second}, expected 3.0 then 6.5: compute from the dicts' "
+             "current values each call; do not cache results by id() of the dicts.")
     if uses_numpy(seen, facts) or uses_torch(seen, facts):
         used = sorted(seen.torch_calls)[:3]
         _plain_python(f" (you called {', '.join(used)})" if used else "")
@@ -161,7 +175,7 @@ def _short_dict(d: dict) -> str:
 #: Library calls that compute a length or a cosine: exercise 1.2 asks for the formula, with *, sum
 #: (or @) and torch.sqrt. Canonical names of rules.canonical; a name ending in "." is a prefix.
 _LENGTH_SHORTCUTS = ("norm", "linalg.", "cosine_similarity", "normalize", "pairwise_distance", "cdist",
-                     "dist", "renorm", "frobenius_norm", "nuclear_norm", "rsqrt", "hypot")
+                     "dist", "renorm", "frobenius_norm", "nuclear_norm", "hypot")
 
 
 def _unit(t: torch.Tensor, length: float) -> torch.Tensor:
@@ -198,6 +212,9 @@ def _cosine_cases():
         ("eps per vector: |a| < eps < |a| |b| (eps = 0.5)", _unit(r(5, 3), 0.2), _unit(r(5, 3), 10.0), 0.5),
         ("eps per vector: |a| |b| < eps < |a|, |b| (eps = 0.5)", _unit(r(4, 3), 0.6), _unit(r(4, 3), 0.6), 0.5),
         ("a large eps (eps = 2.0), float32", _unit(r(3, 4), 1.5).float(), _unit(r(3, 4), 4.0).float(), 2.0),
+        ("size-1 axes: (1, 3, 1, 4) against (2, 1, 1, 4)", r(1, 3, 1, 4), r(2, 1, 1, 4), None),
+        ("a batch of one: (1, 1, 5) against (1, 5)", r(1, 1, 5), r(1, 5), None),
+        ("lengths 1e-7, above the default eps 1e-8", _unit(r(4, 3), 1e-7), _unit(r(4, 3), 3e-7), None),
     ]
     draw = random.Random()  # a fresh draw each run, beside the fixed classes
     fresh = torch.Generator().manual_seed(draw.randrange(2**31))
@@ -317,7 +334,8 @@ def cosine_batch(my_cosine) -> None:
         used = ", ".join(shortcuts) if shortcuts else "NumPy"
         hint(f"the values are right, but the exercise asks for the formula, with *, sum and torch.sqrt, and you "
              f"used {used}: the length of each vector is torch.sqrt((a * a).sum(-1)).")
-    require_graph(my_cosine, (torch.tensor([[3.0, 5.0], [1.0, -1.0]]), torch.tensor([-2.0, 4.0])))
+    with torch.enable_grad():  # a caller who left grad mode off gets it back when the block ends
+        require_graph(my_cosine, (torch.tensor([[3.0, 5.0], [1.0, -1.0]]), torch.tensor([-2.0, 4.0])))
     passed("the cosine along the last axis, for any shapes that broadcast; a zero vector scores 0 with "
            "every vector instead of nan, as in torch.nn.functional.cosine_similarity.")
 
