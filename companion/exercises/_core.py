@@ -514,8 +514,10 @@ def checker(exercise: str, *, companion_given: bool = False,
                                     f"(its name, no parentheses); you passed {describe(a)}.", SPECIFIC)
             _RETURNED.append([])
             # An answer that leaves grad mode changed gets its hint, and the mode is put back here, so
-            # that the next check in the same kernel is not judged under it.
+            # that the next check in the same kernel is not judged under it. A check always starts with
+            # gradients on, whatever a cell before it left (its own no_grad cases say so explicitly).
             grad_before = torch.is_grad_enabled()
+            torch.set_grad_enabled(True)
             try:
                 with rules.watch() as seen:
                     try:
