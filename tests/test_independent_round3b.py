@@ -1,6 +1,6 @@
 """Outside red teams o2's and o4's cases (tests/independent/round3b/ and round3d/, written from the
 student versions alone) for exercises 8.7, 9.8, 11.6, 11.7, 13.5-13.7, A.3 and A.4 (o2) and 4.4,
-5.1-5.4 (o4), and o3's (round3c/) for 1.1, 1.2 and 2.1, run with the rules of
+5.1-5.4 (o4), and o3's (round3c/) for 1.1, 1.2, 2.1 and 9.9, run with the rules of
 tests/test_independent_wrong_answers.py (whose runner this file imports): every wrong case gets a
 hint, never a pass; every right case passes; no checker crashes.
 
@@ -20,9 +20,7 @@ import test_independent_wrong_answers as base  # noqa: E402
 HERE = Path(__file__).resolve().parent / "independent" / "round3b"
 CHAPTERS = [HERE / f"{stem}.py" for stem in ("ch08", "ch09", "ch11", "ch13", "chA")] + [
     HERE.parent / "round3d" / f"{stem}.py" for stem in ("ch04", "ch05")] + [
-    HERE.parent / "round3c" / f"{stem}.py" for stem in ("ch01", "ch02")]
-# round3c/ch09.py (o3's 64 wrong and 12 right answers to 9.9) is kept but not run here yet: its fixes
-# (the manual_seed false pass, and a crash after grad mode was left off) were not finished this round.
+    HERE.parent / "round3c" / f"{stem}.py" for stem in ("ch01", "ch02", "ch09")]
 
 #: Wrong cases whose pass rests on a reading of the text, with the reason.
 JUDGEMENT: dict[tuple[str, str], str] = {
@@ -49,6 +47,10 @@ JUDGEMENT: dict[tuple[str, str], str] = {
                            "(the outsider's reading)",
     ("5.2", "wrong_float32_math"): "angles in float32 stay within the check's float32 tolerance for the k the "
                                    "text asks about (the outsider marks it debatable)",
+    ("9.9", "tgt_mask_from_out"): "the target key mask read off tgt_out marks only the position that reads </s> "
+                                  "as padding; its target is padding, and under the causal mask no scored "
+                                  "position attends to it, so the update is the same (the outsider marks it "
+                                  "debatable)",
     ("13.6", "no_transpose_tall"): "the same values up to rounding: the quintic is a polynomial p(X Xᵀ) X, equal to "
                                    "X p(Xᵀ X); only the cost of the products differs, which no value check sees",
 }

@@ -98,6 +98,33 @@ def hint(message: str, *, generic: bool = False) -> None:
     raise _Verdict(HINT, message, GENERIC if generic else SPECIFIC)
 
 
+#: One caller's state per running check, kept by :func:`unseeded_rng` (None until a site calls it).
+_CALLER_RNG: list[torch.Tensor | None] = []
+
+
+def _unseeded_state() -> torch.Tensor:
+    g = torch.Generator().manual_seed(0x5EED)
+    torch.rand(3, generator=g)  # three draws in: no torch.manual_seed(k) leaves a generator here
+    return g.get_state()
+
+
+_UNSEEDED = _unseeded_state()
+
+
+def unseeded_rng() -> torch.Tensor:
+    """Set torch's global generator to a state that no ``torch.manual_seed(k)`` gives, and return it.
+
+    A check compares the global state before and after a call of the student's code to see whether
+    the code drew from it or re-seeded it; from the caller's own state a re-seed is invisible when
+    the caller had just seeded with the same number (the outsiders' ``torch.manual_seed(0)`` inside
+    9.9's step). From this state it is always seen. The running check puts the caller's state back
+    when it ends, so the notebook's random numbers do not depend on the check."""
+    if _CALLER_RNG and _CALLER_RNG[-1] is None:
+        _CALLER_RNG[-1] = torch.get_rng_state()
+    torch.set_rng_state(_UNSEEDED)
+    return _UNSEEDED.clone()
+
+
 def source_facts(fn: Any) -> rules.SourceFacts:
     """The :class:`rules.SourceFacts` of the student's function (``parsed=False`` when no source)."""
     return rules.facts(rules.source_of(fn))
@@ -518,6 +545,7 @@ def checker(exercise: str, *, companion_given: bool = False,
             # gradients on, whatever a cell before it left (its own no_grad cases say so explicitly).
             grad_before = torch.is_grad_enabled()
             torch.set_grad_enabled(True)
+            _CALLER_RNG.append(None)
             try:
                 with rules.watch() as seen:
                     try:
@@ -554,6 +582,9 @@ def checker(exercise: str, *, companion_given: bool = False,
                 return Feedback(exercise, INTERNAL, _internal_message(exc), "internal")
             finally:
                 torch.set_grad_enabled(grad_before)
+                caller_rng = _CALLER_RNG.pop()
+                if caller_rng is not None:
+                    torch.set_rng_state(caller_rng)
                 if _RETURNED:
                     _RETURNED.pop()
 

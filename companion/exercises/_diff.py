@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from ._core import StudentError, close, describe, first_difference, hint
+from ._core import unseeded_rng, StudentError, close, describe, first_difference, hint
 
 
 def _copy(a: Any, grad: bool) -> Any:  # noqa: D103
@@ -35,7 +35,7 @@ def call(fn: Callable[..., Any], args: tuple, label: str, *, grad: bool | tuple 
     wanted = [bool(grad) if isinstance(grad, bool) else i in grad for i in range(len(args))]
     args = tuple(_copy(a, w) for a, w in zip(args, wanted))
     before_mode = torch.is_grad_enabled()
-    rng = torch.get_rng_state()
+    rng = unseeded_rng()
     with torch.no_grad() if no_grad else contextlib.nullcontext():
         inside = torch.is_grad_enabled()
         try:

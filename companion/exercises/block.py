@@ -23,7 +23,7 @@ import torch
 
 import torch.nn.functional as F
 
-from ._core import (StudentError, as_count, as_number, checker, close, describe, first_difference, hint, passed,
+from ._core import (unseeded_rng, StudentError, as_count, as_number, checker, close, describe, first_difference, hint, passed,
                     require_graph)
 from .rules import is_remote, watch
 
@@ -183,7 +183,7 @@ def block_forward(my_block_forward) -> None:
         params = {n: p.detach().clone() for n, p in block.named_parameters()}
         wants_grad = {n: p.requires_grad for n, p in block.named_parameters()}
         ran, handles = _calls_modules(block)
-        rng, grad_mode = torch.get_rng_state(), torch.is_grad_enabled()
+        rng, grad_mode = unseeded_rng(), torch.is_grad_enabled()
         try:
             with watch() as seen:
                 if no_grad:

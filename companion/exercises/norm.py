@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import torch
 
-from ._core import (StudentError, checker, describe, first_difference, hint, library, passed, require_graph, source_facts,
+from ._core import (unseeded_rng, StudentError, checker, describe, first_difference, hint, library, passed, require_graph, source_facts,
                     uses_companion)
 from .rules import watch
 
@@ -54,7 +54,7 @@ def _state(args: tuple) -> tuple:
 
 def _run(fn: Callable, case: Case, attempted: list[bool]) -> Any:
     """Call the student's function on ``case`` and check the state around the call."""
-    before, rng = _state(case.args), torch.get_rng_state()
+    before, rng = _state(case.args), unseeded_rng()
     try:
         with watch() as seen:
             if case.no_grad:

@@ -28,7 +28,7 @@ from .rules import is_remote, watch
 
 from . import seq2seq as _seq2seq
 from . import seq2seq_model as _seq2seq_model
-from ._core import checker, close, describe, first_difference, hint, passed, require_graph
+from ._core import unseeded_rng, checker, close, describe, first_difference, hint, passed, require_graph
 from .seq2seq import *  # noqa: F401,F403 - exercises 9.1, 9.4 and 9.6
 from .seq2seq_model import *  # noqa: F401,F403 - exercises 9.2, 9.3 and 9.5
 
@@ -226,7 +226,7 @@ def smoothed_loss(my_smoothed_loss) -> None:
     with ``pad_id`` at padded positions -> the mean over the real positions of
     ``-sum_v q(v) log softmax(logits)[v]``, ``q = (1 - eps) [v = target] + eps / (V - 1)`` on every
     ``v != pad_id`` and 0 on ``pad_id``; F.cross_entropy is not to be called."""
-    state = torch.get_rng_state()
+    state = unseeded_rng()
     grad_mode = torch.is_grad_enabled()
     for k, (logits, targets, pad_id, eps, what) in enumerate(_smoothed_cases()):
         given_logits, given_targets = logits.clone(), targets.clone()
@@ -480,7 +480,7 @@ def _steps(step, case, stale):
     for n, (src_lens, width, tgt_lens, eps, max_norm) in enumerate(case["steps"]):
         src, tgt = _step_batch(case["seed"] * 10 + n, case["pad_id"], src_lens, width, tgt_lens)
         given_src, given_tgt = src.clone(), tgt.clone()
-        state = torch.get_rng_state()
+        state = unseeded_rng()
         try:
             returned = step(model, optimizer, given_src, given_tgt, eps, max_norm)
         finally:
