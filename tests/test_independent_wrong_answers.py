@@ -40,6 +40,10 @@ JUDGEMENT = {
     # The text decides: "cast the normalized tokens back to x's dtype, multiply by weight ... (Llama's RMSNorm
     # does exactly this)", so the check now rejects it (one rounding apart, on about a quarter of 4,096 outputs).
     ("4.3", "weight_in_float32"): "round 2 labelled it right; the text prescribes Llama's order, the check rejects it",
+    ("11.7", "right_manual_scan"): "labelled right, but it tries the names in a set's order: where '<|end' and "
+                                   "'<|endoftext|>' both match, the text says the longer wins, and the set puts the "
+                                   "shorter first on some hash seeds (the case passed under PYTHONHASHSEED=0 and "
+                                   "failed under others); with 16 more nested pairs the check rejects it on every seed",
 }
 
 #: Round 3 false passes left open this round, with why (each is a failing case the test tolerates and prints).

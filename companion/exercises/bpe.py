@@ -551,14 +551,18 @@ class _Watched(bpe.BPETokenizer):
         return super().encode(text, allowed_special)
 
 
-def _special_tokenizer(watched: bool = True) -> bpe.BPETokenizer:
+def _special_tokenizer(watched: bool = True, nested: int = 0) -> bpe.BPETokenizer:
     """The tokenizer of the check: a :class:`_Watched` one in a notebook; in the grader, whose wire
-    carries only the course's own classes, a plain one (the source is read for ``.encode`` there)."""
+    carries only the course's own classes, a plain one (the source is read for ``.encode`` there).
+    ``nested`` adds that many more pairs of names, one a prefix of the other (``<|n0`` and ``<|n0|>``)."""
     merges = bpe.train("the cat sat on the mat. <|endoftext|> hello world! " * 3, 256 + 40).merges
     n = len(bpe.BPETokenizer(merges).id_to_token)
     kind = _Watched if watched else bpe.BPETokenizer
     # "<|end" is a prefix of END_OF_TEXT: where both match at one place, the longer name wins (the text says so)
-    return kind(merges, special_tokens={END_OF_TEXT: n, "<|fim|>": n + 1, "<|pad|>": n + 2, "<|end": n + 3})
+    specials = {END_OF_TEXT: n, "<|fim|>": n + 1, "<|pad|>": n + 2, "<|end": n + 3}
+    for i in range(nested):
+        specials[f"<|n{i}"], specials[f"<|n{i}|>"] = n + 4 + 2 * i, n + 5 + 2 * i
+    return kind(merges, special_tokens=specials)
 
 
 def _calls_encode(fn) -> bool:
@@ -653,5 +657,21 @@ def special_tokens(my_encode) -> None:
             hint(f"fails on {name}: {call} gave {got}, expected {expected}. Cut at the special names before "
                  "the regular expression runs, then encode each piece between them on its own.")
         hint(f"fails on {name}: {call} gave {got}, expected {expected}.", generic=True)
+    # A scan that tries the names in a set's order picks the shorter of two nested names on some hash
+    # seeds only (outsider o1's "manual scan" passed under PYTHONHASHSEED=0 and failed under others);
+    # with 16 nested pairs, every order but one in 65,536 puts a shorter name first somewhere.
+    nested = _special_tokenizer(watched=not remote, nested=16)
+    longs = [f"<|n{i}|>" for i in range(16)]
+    text = "a" + "".join(longs) + " b"
+    for allowed in ("all", set(longs) | {name[:-2] for name in longs}):
+        shown = "'all'" if allowed == "all" else "all 32 names, as a set"
+        call = f"my_encode('a<|n0|><|n1|>...<|n15|> b', tokenizer, {shown})"
+        got = _ids_of(_run_all(my_encode, [(text, nested, allowed)])[0], call)
+        expected = encode_with_special(nested, text, allowed)
+        if got != expected:
+            hint(f"fails on many special names that are prefixes of each other (a tokenizer with '<|n0' and "
+                 f"'<|n0|>', ... '<|n15' and '<|n15|>'): {call} gave {got[:6]}..., expected {expected[:6]}... "
+                 "Where two allowed names both match at one place, the longer one wins: try the names longest "
+                 "first (a set has no order you can rely on).")
     passed("allowed names cut out first and written as their ids, everything else ordinary text, as tiktoken "
            "encodes.")
