@@ -35,10 +35,10 @@ RMS_WRONG = {
     "not the square of the mean": lambda x, w, eps: x / torch.sqrt(x.mean(-1, keepdim=True) ** 2 + eps) * w,
     "you multiplied": lambda x, w, eps: x * torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w,
     "`eps` is missing": lambda x, w, eps: rms_right(x, w, 0.0),
-    "keep the input's dtype": lambda x, w, eps: rms_right(x.double(), w.double(), eps),
+    "keep the inputs' dtype": lambda x, w, eps: rms_right(x.double(), w.double(), eps),
     "in place": lambda x, w, eps: x.mul_(torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)).mul_(w),
     "calls torch.nn.functional.rms_norm": lambda x, w, eps: F.rms_norm(x, x.shape[-1:], w, eps),
-    "differ from": lambda x, w, eps: rms_right(x, w, eps) * 1.01,
+    "fails on": lambda x, w, eps: rms_right(x, w, eps) * 1.01,
 }
 
 
@@ -93,9 +93,9 @@ SWIGLU_WRONG = {
     "up branch stays linear": lambda x, wg, wu, wd: (F.silu(x @ wg) * F.silu(x @ wu)) @ wd,
     "no activation after w_down": lambda x, wg, wu, wd: F.silu(swiglu_right(x, wg, wu, wd)),
     "shape": lambda x, wg, wu, wd: F.silu(x @ wg) * (x @ wu),  # w_down forgotten: width d_ff
-    "keep the input's dtype": lambda x, wg, wu, wd: swiglu_right(x.double(), wg.double(), wu.double(), wd.double()),
+    "keep the inputs' dtype": lambda x, wg, wu, wd: swiglu_right(x.double(), wg.double(), wu.double(), wd.double()),
     "in place": lambda x, wg, wu, wd: (F.silu(x @ wg) * (x.mul_(1.0).add_(0.0) @ wu)) @ wd if x.add_(1) is not None else 0,
-    "differ from": lambda x, wg, wu, wd: swiglu_right(x, wg, wu, wd) + 0.1,
+    "fails on": lambda x, wg, wu, wd: swiglu_right(x, wg, wu, wd) + 0.1,
 }
 
 
@@ -174,7 +174,7 @@ ROTATE_WRONG = {
     "-j / d_head": _wrong_frequencies,
     "positions start at 0": lambda x, offset: rotate_right(x, offset + 1),
     "same angle": _same_angle,
-    "keep the input's dtype": rotate_float64_angles,
+    "keep the inputs' dtype": rotate_float64_angles,
     "in place": _rotate_in_place,
     "base": lambda x, offset: rotate_right(x, offset, base=500.0),
 }
@@ -219,8 +219,8 @@ REPEAT_WRONG = {
     "still has": lambda k, groups: k,
     "not n_heads times": lambda k, groups: k.repeat_interleave(k.shape[1] * groups, dim=1),
     "shape": lambda k, groups: k.repeat_interleave(groups, dim=2),
-    "i // groups": lambda k, groups: k.repeat_interleave(groups, dim=1).flip(1),
-    "keep the input's dtype": lambda k, groups: k.repeat_interleave(groups, dim=1).double(),
+    "fails on": lambda k, groups: k.repeat_interleave(groups, dim=1).flip(1),
+    "keep the inputs' dtype": lambda k, groups: k.repeat_interleave(groups, dim=1).double(),
     "in place": lambda k, groups: k.mul_(1.0).add_(1.0).repeat_interleave(groups, dim=1) - 1,
     "companion.modern": lambda k, groups: __import__("companion.modern", fromlist=["x"]).repeat_kv(k, groups),
     "return a tensor": lambda k, groups: [k] * groups,

@@ -26,15 +26,20 @@ def _copy(a: Any, grad: bool) -> Any:  # noqa: D103
 
 
 def call(fn: Callable[..., Any], args: tuple, label: str, *, grad: bool | tuple = False, no_grad: bool = False,
-         name: str = "your function", first: bool = False) -> Any:
+         name: str = "your function", first: bool = False, keep: list | None = None) -> Any:
     """``fn(*copies of args)`` with the state checks of every case; returns the result.
 
     ``first``: the checker's first call. A ``NotImplementedError`` there is the untouched stub (not
     attempted yet); on any later call it is a branch the student left unwritten, named with its case.
+    ``keep``: a list that receives the copies the student's function was given (to check them for
+    changes, or to take gradients with respect to them).
     """
     wanted = [bool(grad) if isinstance(grad, bool) else i in grad for i in range(len(args))]
     args = tuple(_copy(a, w) for a, w in zip(args, wanted))
+    if keep is not None:
+        keep.extend(args)
     before_mode = torch.is_grad_enabled()
+    before_dtype = torch.get_default_dtype()
     rng = unseeded_rng()
     with torch.no_grad() if no_grad else contextlib.nullcontext():
         inside = torch.is_grad_enabled()
@@ -51,6 +56,12 @@ def call(fn: Callable[..., Any], args: tuple, label: str, *, grad: bool | tuple 
                  "leaves it as it found it.")
     if torch.is_grad_enabled() != before_mode:
         hint(f"{name} changed the grad mode ({label}); leave it as you found it.")
+    if torch.get_default_dtype() != before_dtype:
+        after = torch.get_default_dtype()
+        torch.set_default_dtype(before_dtype)  # the caller's setting back, before any later cell runs
+        hint(f"{name} changed torch's default dtype to {after} ({label}): torch.set_default_dtype changes "
+             "every later torch.tensor(...) and torch.zeros(...) of the caller; pass dtype= where you need "
+             "one.")
     if not torch.equal(torch.get_rng_state(), rng):
         hint(f"{name} drew from torch's global random generator ({label}); nothing here is random, "
              "and a function that moves the caller's random state changes every later draw.")
@@ -78,9 +89,11 @@ def real_tensor(got: Any, call_text: str, what: str = "a tensor") -> torch.Tenso
 
 
 def same_values(got: torch.Tensor, expected: torch.Tensor, label: str, call_text: str,
-                name: str = "out") -> bool:
+                name: str = "out", precision_hint: bool = True) -> bool:
     """True when ``got`` equals ``expected`` to the precision of expected's dtype. A float64 result
-    that matches only to float32 precision gets a precision hint; a wrong dtype, a dtype hint."""
+    that matches only to float32 precision gets a precision hint (unless ``precision_hint`` is False:
+    the caller then names its known mistakes first, and :func:`precision` afterwards); a wrong dtype,
+    a dtype hint."""
     if got.is_complex():
         hint(f"wrong type: {call_text} returned complex numbers ({describe(got)}).")
     if tuple(got.shape) != tuple(expected.shape):
@@ -94,13 +107,21 @@ def same_values(got: torch.Tensor, expected: torch.Tensor, label: str, call_text
         if expected.dtype == torch.float64:
             if close(got, expected, rtol=1e-9, atol=1e-12):
                 return True
-            if close(got, expected, rtol=1e-4, atol=1e-6):
+            if precision_hint and close(got, expected, rtol=1e-4, atol=1e-6):
                 hint(f"{call_text} ({label}) agrees only to about 7 digits: part of your computation runs in "
                      "float32 (a torch.tensor(...) or torch.ones(...) without dtype=, or a .float()). Keep "
                      "the inputs' dtype all the way.")
             return False
         return close(got, expected, rtol=1e-4, atol=1e-5)
     return got.dtype == expected.dtype and torch.equal(got, expected)
+
+
+def precision(got: torch.Tensor, expected: torch.Tensor, label: str, call_text: str) -> None:
+    """The precision hint of :func:`same_values`, for a float64 case that matched to float32 precision."""
+    if expected.dtype == torch.float64 and got.dtype == expected.dtype and close(got, expected, rtol=1e-4, atol=1e-6):
+        hint(f"{call_text} ({label}) agrees only to about 7 digits: part of your computation runs in "
+             "float32 (a torch.tensor(...) or torch.ones(...) without dtype=, or a .float()). Keep "
+             "the inputs' dtype all the way.")
 
 
 def generic(got: Any, expected: torch.Tensor, label: str, call_text: str, name: str = "out") -> None:

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from .. import modern as _modern
 from ..norm import RMSNorm as _RMSNorm
-from . import rules
+from . import _diff, rules
 from ._core import checker, close, first_difference, hint, passed, require_tensor
 
 __all__ = ["rms_norm_heads", "swiglu", "rotate_at_offset", "repeat_heads", "gqa_with_cache", "newton_schulz", "muon_step"]
@@ -58,6 +58,10 @@ def _watching(forbidden: dict[Any, str]) -> Iterator[list[str]]:
         if label not in seen and (name in watched.torch_calls or f"F.{name}" in watched.torch_calls
                                   or label.removeprefix("torch.") in watched.torch_calls):
             seen.append(label)
+    for f, label in forbidden.items():  # the course's own functions, seen by the modules called
+        module = getattr(f, "__module__", None) or ""
+        if module.startswith("companion.") and label not in seen and watched.used_module(module):
+            seen.append(label)
 
 
 def _tensor_of(out: Any, x: torch.Tensor, shape: tuple, what: str) -> torch.Tensor:
@@ -84,14 +88,157 @@ def _require_function(fn, name: str) -> None:
         hint(f"give your function `{name}` itself (defined with def), not {type(fn).__name__} {fn!r:.40}.")
 
 
+# ----------------------------------------------------------------------------------- shared by 13.1-13.4
+#: The extra classes of a case marked for them: the caller's tensors requiring gradients, and a call
+#: under torch.no_grad(). The model calls these functions both ways (training, and decoding).
+_GRAD_CLASSES = [("", False, False), (", with inputs that require gradients", True, False),
+                 (", under torch.no_grad()", False, True)]
+
+
+def _rand(g: torch.Generator, shape: tuple, dtype: torch.dtype, scale: float = 1.0, shift: float = 0.0):
+    return (torch.randn(shape, generator=g, dtype=torch.float64) * scale + shift).to(dtype)
+
+
+def _differential(fn, name: str, cases: list, reference, text, *, forbidden: dict[Any, str], forbidden_hint: str,
+                  mistakes=None, grad_args: tuple[int, ...] = (0,), new_tensor: bool = True) -> None:
+    """Run ``fn`` on every case next to ``reference`` (issue 33's differential check).
+
+    ``cases``: ``(label, args, classes)``, where ``classes`` asks for the gradient and no_grad
+    variants of that case. Every call gets the state checks of :func:`_diff.call` (grad mode,
+    default dtype, random state, requires_grad and .grad of the inputs), the inputs are checked
+    unchanged, the result must be a real tensor equal to the reference at the dtype's precision
+    (a float32 computation of float64 inputs gets a precision hint), and in the gradient variant
+    the gradients with respect to ``grad_args`` must equal the reference's. ``mistakes(got, args,
+    label)`` may name a recognized mistake before the generic hint, which names the failing case.
+    """
+    for index, (label, args, classes) in enumerate(cases):
+        for extra, grad, no_grad in _GRAD_CLASSES if classes else _GRAD_CLASSES[:1]:
+            where = label + extra
+            given: list = []
+            with _watching(forbidden) as calls:
+                got = _diff.call(fn, args, where, grad=grad_args if grad else False, no_grad=no_grad, name=name,
+                                 first=index == 0 and not extra, keep=given)
+            if calls:
+                hint(f"your function calls {calls[0]}; {forbidden_hint}")
+            call_text = text(args)
+            for position, (before, after) in enumerate(zip(args, given)):
+                if isinstance(before, torch.Tensor) and not torch.equal(before, after.detach()):
+                    hint(f"{call_text} changed its argument {position + 1} in place ({where}); compute a new "
+                         "tensor instead (the caller still needs the old values).")
+            got = _diff.real_tensor(got, call_text)
+            expected = reference(*args)
+            if new_tensor and got.numel() and isinstance(given[0], torch.Tensor) \
+                    and got.untyped_storage().data_ptr() == given[0].untyped_storage().data_ptr():
+                hint(f"{call_text} returned x itself, or a view of it ({where}): return a new tensor, so that "
+                     "writing into the result never changes the caller's x.")
+            if not _diff.same_values(got, expected, where, call_text, precision_hint=False):
+                if mistakes is not None and tuple(got.shape) == tuple(expected.shape) and got.dtype == expected.dtype:
+                    mistakes(got.detach().double(), args, where)
+                _diff.precision(got, expected, where, call_text)
+                _diff.generic(got, expected, where, call_text)
+            if grad:
+                _same_gradients(got, given, args, reference, grad_args, where, call_text, name)
+
+
+def _same_gradients(got, given, args, reference, grad_args, where, call_text, name) -> None:
+    """The gradients through the student's result equal those through the reference."""
+    if not got.requires_grad:
+        hint(f"{call_text} returns a result that no gradient reaches ({where}): .detach(), torch.no_grad(), "
+             f".data or NumPy inside {name} cut the graph, and the model trains through this function.")
+    weights = torch.randn(got.shape, generator=torch.Generator().manual_seed(13), dtype=torch.float64).to(got.dtype)
+    inputs = [given[i] for i in grad_args]
+    try:
+        mine = torch.autograd.grad((got * weights).sum(), inputs, allow_unused=True)
+    except RuntimeError as exc:
+        hint(f"backward through the result of {call_text} fails ({where}): {str(exc).splitlines()[0]}")
+    copies = [a.detach().clone().requires_grad_(i in grad_args) if isinstance(a, torch.Tensor) and a.is_floating_point()
+              else a for i, a in enumerate(args)]
+    with torch.enable_grad():
+        ref = reference(*copies)
+        theirs = torch.autograd.grad((ref * weights).sum(), [copies[i] for i in grad_args])
+    for i, a, b in zip(grad_args, mine, theirs):
+        if a is None:
+            hint(f"no gradient reaches argument {i + 1} of {call_text} ({where}): part of the computation is cut "
+                 "from the graph (.detach(), .data, NumPy or torch.no_grad() inside).")
+        tol = dict(rtol=1e-4, atol=1e-5) if b.dtype == torch.float32 else dict(rtol=1e-7, atol=1e-9)
+        if not close(a, b, **tol):
+            hint(f"the gradient with respect to argument {i + 1} of {call_text} differs from the formula's "
+                 f"({where}): {first_difference(a, b, 'grad')}.")
+
+
+def _named(got64: torch.Tensor, right: torch.Tensor, mistakes: list, label: str, dtype: torch.dtype) -> None:
+    """Hint the first mistake whose output the student's matches (and the right answer does not), at
+    the precision of the case's dtype (float64 tells apart an eps of 1e-6 in or out of a root)."""
+    tol = dict(rtol=1e-9, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
+    for wrong, message in mistakes:
+        if close(got64, wrong, **tol) and not close(wrong, right, **tol):
+            hint(f"on {label}: {message}")
+
+
 # ----------------------------------------------------------------------------------- 13.1
 def _rms(x, weight, eps, dim=-1):
     return x / torch.sqrt(x.pow(2).mean(dim, keepdim=True) + eps) * weight
 
 
-_LIBRARY_RMS = {F.rms_norm: "torch.nn.functional.rms_norm", _RMSNorm.forward: "companion's RMSNorm"}
+_LIBRARY_RMS = {F.rms_norm: "torch.nn.functional.rms_norm", _RMSNorm.forward: "companion.norm.RMSNorm"}
 if hasattr(torch, "rms_norm"):
     _LIBRARY_RMS[torch.rms_norm] = "torch.rms_norm"
+
+
+def _rms_cases() -> list:
+    g = torch.Generator().manual_seed(1301)
+    f64, f32 = torch.float64, torch.float32
+    cases = []
+    for label, shape, eps, dtype, classes in [
+            ("the first example, (2, 3, 5, 8)", (2, 3, 5, 8), 1e-6, f64, True),
+            ("the first example's shape again, with new values", (2, 3, 5, 8), 1e-6, f64, False),
+            ("one token (T = 1), as when decoding", (2, 4, 1, 8), 1e-6, f64, True),
+            ("a batch of one with one head", (1, 1, 3, 6), 1e-6, f64, False),
+            ("an odd d_head (5)", (2, 2, 3, 5), 1e-6, f64, False),
+            ("d_head = 1", (1, 2, 3, 1), 1e-6, f64, False),
+            ("a large eps (0.5)", (1, 4, 3, 6), 0.5, f64, False),
+            ("float32 inputs", (3, 2, 4, 4), 1e-6, f32, True)]:
+        cases.append((label, (_rand(g, shape, dtype, 2.0, 0.7), _rand(g, shape[-1:], dtype), eps), classes))
+    x = _rand(g, (2, 3, 4, 8), f64, 2.0)
+    x[0, 1, 2] = 0.0
+    cases.append(("a token whose head vector is all zeros", (x, _rand(g, (8,), f64), 1e-6), False))
+    q = _rand(g, (2, 5, 3, 6), f64, 2.0).transpose(1, 2)  # (B, h, T, d) as the model makes it: not contiguous
+    cases.append(("queries as the model makes them (a transposed view, not contiguous)", (q, _rand(g, (6,), f64), 1e-6),
+                  False))
+    return cases
+
+
+def _rms_mistakes(got, args, label) -> None:
+    x, w, eps = args
+    x64, w64 = x.double(), w.double()
+    mistakes = [
+        (((x64 - x64.mean(-1, keepdim=True)) / torch.sqrt(x64.var(-1, keepdim=True, unbiased=False) + eps)) * w64,
+         "RMSNorm does not subtract the mean (that is LayerNorm): divide x itself by the root mean square."),
+        (x64 / (x64.pow(2).mean(-1, keepdim=True).sqrt() + eps) * w64,
+         "`eps` goes inside the square root: sqrt(mean(x**2) + eps)."),
+        (x64 / torch.sqrt(x64.pow(2).sum(-1, keepdim=True) + eps) * w64,
+         "take the mean of the squares over the last dimension, not their sum."),
+        (_rms(x64, w64, eps, dim=1), "you normalized over the heads (dim=1); QK-norm normalizes each "
+                                     "head's vector over its own d_head features (dim=-1)."),
+        (_rms(x64, w64, eps, dim=2), "you normalized over the positions (dim=2); normalize each "
+                                     "token's head vector over its features (dim=-1)."),
+        (x64 / torch.sqrt(x64.pow(2).mean((1, 3), keepdim=True) + eps) * w64,
+         "you normalized each token's whole vector (all heads together); QK-norm normalizes each "
+         "head separately, over dim=-1 only."),
+        (x64 / torch.sqrt(x64.pow(2).mean() + eps) * w64,
+         "you took one mean square over the whole tensor; take it for each vector (dim=-1, keepdim=True)."),
+        (_rms(x64, 1.0, eps), "multiply by the learned scale `weight` at the end."),
+        (x64 / (x64.pow(2).mean(-1, keepdim=True) + eps) * w64,
+         "divide by the square root of the mean square, not by the mean square itself."),
+        (x64 / torch.sqrt(x64.mean(-1, keepdim=True).pow(2) + eps) * w64,
+         "square first, then average: mean(x**2), not the square of the mean."),
+        (x64 * torch.sqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * w64,
+         "divide by the root mean square; you multiplied by it."),
+        (_rms(x64, w64, 0.0), "`eps` is missing: sqrt(mean(x**2) + eps)."),
+        (_rms(x64, w64, 1e-5), "use the `eps` you are given, not a constant of your own."),
+        (_rms(x64, w64, 1e-6), "use the `eps` you are given, not a constant of your own."),
+    ]
+    _named(got, _rms(x64, w64, eps), mistakes, label, x.dtype)
 
 
 @checker("Exercise 13.1")
@@ -99,110 +246,84 @@ def rms_norm_heads(my_rms_norm) -> None:
     """``my_rms_norm(x, weight, eps)``: x ``(B, h, T, d_head)``, weight ``(d_head,)`` -> the same
     shape, each head's vector of every token divided by its root mean square, times ``weight``."""
     _require_function(my_rms_norm, "my_rms_norm")
-    for seed, shape, eps, dtype in [(0, (2, 3, 5, 8), 1e-6, torch.float64), (1, (1, 4, 3, 6), 0.5, torch.float64),
-                                    (2, (3, 2, 4, 4), 1e-6, torch.float32)]:
-        g = torch.Generator().manual_seed(seed)
-        x = (torch.randn(shape, generator=g, dtype=torch.float64) * 2 + 0.7).to(dtype)
-        w = torch.randn(shape[-1], generator=g, dtype=torch.float64).to(dtype)
-        x_in, w_in = x.clone(), w.clone()
-        with _watching(_LIBRARY_RMS) as calls:
-            out = my_rms_norm(x_in, w_in, eps)
-        if calls:
-            hint(f"your function calls {calls[0]}; the exercise is to write RMSNorm from its formula with "
-                 "tensor arithmetic: x / sqrt(mean(x**2 over the last dimension) + eps) * weight.")
-        _unchanged(x, x_in, "x"), _unchanged(w, w_in, "weight")
-        out = _tensor_of(out, x, shape, "a tensor of x's shape")
-        right = _rms(x, w, eps)
-        if close(out, right, rtol=1e-4 if dtype == torch.float32 else 1e-6):
-            continue
-        x64, w64 = x.double(), w.double()
-        mistakes = [
-            (((x64 - x64.mean(-1, keepdim=True)) / torch.sqrt(x64.var(-1, keepdim=True, unbiased=False) + eps)) * w64,
-             "RMSNorm does not subtract the mean (that is LayerNorm): divide x itself by the root mean square."),
-            (x64 / (x64.pow(2).mean(-1, keepdim=True).sqrt() + eps) * w64,
-             "`eps` goes inside the square root: sqrt(mean(x**2) + eps)."),
-            (x64 / torch.sqrt(x64.pow(2).sum(-1, keepdim=True) + eps) * w64,
-             "take the mean of the squares over the last dimension, not their sum."),
-            (_rms(x64, w64, eps, dim=1), "you normalized over the heads (dim=1); QK-norm normalizes each "
-                                         "head's vector over its own d_head features (dim=-1)."),
-            (_rms(x64, w64, eps, dim=2), "you normalized over the positions (dim=2); normalize each "
-                                         "token's head vector over its features (dim=-1)."),
-            (x64 / torch.sqrt(x64.pow(2).mean((1, 3), keepdim=True) + eps) * w64,
-             "you normalized each token's whole vector (all heads together); QK-norm normalizes each "
-             "head separately, over dim=-1 only."),
-            (x64 / torch.sqrt(x64.pow(2).mean() + eps) * w64,
-             "you took one mean square over the whole tensor; take it for each vector (dim=-1, keepdim=True)."),
-            (_rms(x64, 1.0, eps), "multiply by the learned scale `weight` at the end."),
-            (x64 / (x64.pow(2).mean(-1, keepdim=True) + eps) * w64,
-             "divide by the square root of the mean square, not by the mean square itself."),
-            (x64 / torch.sqrt(x64.mean(-1, keepdim=True).pow(2) + eps) * w64,
-             "square first, then average: mean(x**2), not the square of the mean."),
-            (x64 * torch.sqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * w64,
-             "divide by the root mean square; you multiplied by it."),
-        ]
-        if eps > 0.1:
-            mistakes.append((_rms(x64, w64, 0.0), "`eps` is missing: sqrt(mean(x**2) + eps)."))
-        for wrong, message in mistakes:
-            if close(out, wrong, rtol=1e-4):
-                hint(message)
-        hint("the values differ from x / sqrt(mean(x**2, dim=-1) + eps) * weight: "
-             f"{first_difference(out, right)}.", generic=True)
+    _differential(my_rms_norm, "my_rms_norm", _rms_cases(), _rms,
+                  lambda a: f"my_rms_norm(x {tuple(a[0].shape)}, weight, eps={a[2]:g})",
+                  forbidden=_LIBRARY_RMS, mistakes=_rms_mistakes, grad_args=(0, 1),
+                  forbidden_hint="the exercise is to write RMSNorm from its formula with tensor arithmetic: "
+                                 "x / sqrt(mean(x**2 over the last dimension) + eps) * weight.")
     passed("every head's query or key vector is scaled to a root mean square of 1, then by weight.")
 
 
 # ----------------------------------------------------------------------------------- 13.2
+def _swiglu(x, wg, wu, wd):
+    return (F.silu(x @ wg) * (x @ wu)) @ wd
+
+
+def _swiglu_cases() -> list:
+    g = torch.Generator().manual_seed(1302)
+    cases = []
+    for label, (B, T, d, d_ff), dtype, classes in [
+            ("the first example, d = 6 and d_ff = 10", (2, 5, 6, 10), torch.float64, True),
+            ("the first example's shapes again, with new values", (2, 5, 6, 10), torch.float64, False),
+            ("d_ff equal to d (square weights)", (2, 3, 6, 6), torch.float64, True),
+            ("d_ff smaller than d", (2, 3, 8, 3), torch.float64, False),
+            ("a batch of one token", (1, 1, 4, 7), torch.float64, False),
+            ("d = 1", (2, 3, 1, 5), torch.float64, False),
+            ("float32 inputs", (2, 2, 8, 12), torch.float32, True)]:
+        cases.append((label, (_rand(g, (B, T, d), dtype, 1.5), _rand(g, (d, d_ff), dtype), _rand(g, (d, d_ff), dtype),
+                              _rand(g, (d_ff, d), dtype)), classes))
+    return cases
+
+
+def _swiglu_mistakes(got, args, label) -> None:
+    x64, g64, u64, d64 = (t.double() for t in args)
+    a, b = x64 @ g64, x64 @ u64
+    mistakes = [
+        ((a * F.silu(b)) @ d64, "the SiLU goes on the gate, x @ w_gate; you applied it to x @ w_up."),
+        ((torch.sigmoid(a) * b) @ d64, "use SiLU, a * sigmoid(a), not the sigmoid alone (that is GLU's gate)."),
+        ((F.gelu(a) * b) @ d64, "use SiLU (x * sigmoid(x)) for the gate; GELU makes GEGLU, a close cousin."),
+        ((F.relu(a) * b) @ d64, "use SiLU (x * sigmoid(x)) for the gate; ReLU makes ReGLU."),
+        (F.silu(a * b) @ d64, "apply SiLU to the gate alone, then multiply: silu(x @ w_gate) * (x @ w_up)."),
+        ((F.silu(a) + b) @ d64, "the two branches are multiplied element by element, not added."),
+        (F.silu(a) @ d64, "the up branch is missing: multiply silu(x @ w_gate) by x @ w_up."),
+        (b @ d64, "the gate is missing: multiply x @ w_up by silu(x @ w_gate)."),
+        ((F.silu(a) * F.silu(b)) @ d64, "only the gate goes through SiLU; the up branch stays linear."),
+        (F.silu((F.silu(a) * b) @ d64), "no activation after w_down: the output is a plain product."),
+    ]
+    if g64.shape[0] == g64.shape[1]:  # only square weights can be used the other way round
+        mistakes += [
+            ((F.silu(x64 @ g64.T) * (x64 @ u64.T)) @ d64.T,
+             "the weights are used as given, x @ w (row vectors), not transposed as nn.Linear stores them."),
+            ((F.silu(a) * b) @ d64.T, "w_down is used as given: (...) @ w_down, not its transpose."),
+            ((F.silu(b) * a) @ d64, "the SiLU goes on the gate, x @ w_gate; you swapped w_gate and w_up."),
+            ((F.silu(a) * b), "multiply by w_down at the end."),
+        ]
+    _named(got, _swiglu(x64, g64, u64, d64), mistakes, label, args[0].dtype)
+
+
 @checker("Exercise 13.2")
 def swiglu(my_swiglu) -> None:
     """``my_swiglu(x, w_gate, w_up, w_down)``: x ``(B, T, d)``, w_gate and w_up ``(d, d_ff)``,
     w_down ``(d_ff, d)`` -> ``(silu(x @ w_gate) * (x @ w_up)) @ w_down``, shape ``(B, T, d)``."""
     _require_function(my_swiglu, "my_swiglu")
-    for seed, (B, T, d, d_ff), dtype in [(0, (2, 5, 6, 10), torch.float64), (1, (1, 3, 4, 7), torch.float64),
-                                         (2, (2, 2, 8, 12), torch.float32)]:
-        g = torch.Generator().manual_seed(seed)
-
-        def rand(*s):
-            return torch.randn(*s, generator=g, dtype=torch.float64).to(dtype)
-
-        x, wg, wu, wd = rand(B, T, d) * 1.5, rand(d, d_ff), rand(d, d_ff), rand(d_ff, d)
-        args = [a.clone() for a in (x, wg, wu, wd)]
-        out = my_swiglu(*args)
-        for name, before, after in zip(("x", "w_gate", "w_up", "w_down"), (x, wg, wu, wd), args):
-            _unchanged(before, after, name)
-        out = _tensor_of(out, x, (B, T, d), "a tensor of shape (B, T, d)")
-        x64, g64, u64, d64 = x.double(), wg.double(), wu.double(), wd.double()
-        right = (F.silu(x64 @ g64) * (x64 @ u64)) @ d64
-        if close(out, right.to(dtype), rtol=1e-4 if dtype == torch.float32 else 1e-6, atol=1e-5):
-            continue
-        a, b = x64 @ g64, x64 @ u64
-        mistakes = [
-            ((a * F.silu(b)) @ d64, "the SiLU goes on the gate, x @ w_gate; you applied it to x @ w_up."),
-            ((torch.sigmoid(a) * b) @ d64, "use SiLU, a * sigmoid(a), not the sigmoid alone (that is GLU's gate)."),
-            ((F.gelu(a) * b) @ d64, "use SiLU (x * sigmoid(x)) for the gate; GELU makes GEGLU, a close cousin."),
-            ((F.relu(a) * b) @ d64, "use SiLU (x * sigmoid(x)) for the gate; ReLU makes ReGLU."),
-            (F.silu(a * b) @ d64, "apply SiLU to the gate alone, then multiply: silu(x @ w_gate) * (x @ w_up)."),
-            ((F.silu(a) + b) @ d64, "the two branches are multiplied element by element, not added."),
-            (F.silu(a) @ d64, "the up branch is missing: multiply silu(x @ w_gate) by x @ w_up."),
-            (b @ d64, "the gate is missing: multiply x @ w_up by silu(x @ w_gate)."),
-            ((F.silu(a) * F.silu(b)) @ d64, "only the gate goes through SiLU; the up branch stays linear."),
-            (F.silu((F.silu(a) * b) @ d64), "no activation after w_down: the output is a plain product."),
-            (F.silu(a) * b, "multiply by w_down at the end to come back to width d."),
-        ]
-        for wrong, message in mistakes:
-            if close(out, wrong, rtol=1e-4, atol=1e-5):
-                hint(message)
-        hint("the values differ from (silu(x @ w_gate) * (x @ w_up)) @ w_down: "
-             f"{first_difference(out, right)}.", generic=True)
+    _differential(my_swiglu, "my_swiglu", _swiglu_cases(), _swiglu,
+                  lambda a: f"my_swiglu(x {tuple(a[0].shape)}, w_gate {tuple(a[1].shape)}, w_up, w_down)",
+                  forbidden={}, forbidden_hint="", mistakes=_swiglu_mistakes, grad_args=(0, 1, 2, 3))
     passed("a gated feed-forward: SiLU of one branch scales the other, then w_down.")
 
 
 # ----------------------------------------------------------------------------------- 13.3
-def _rotate(x, offset, *, base=10000.0, layout="halves", sign=1.0, exponent=2.0, start=0):
-    """The rotation and its classic mistakes, in float64."""
+def _rotate(x, offset, *, base=10000.0, layout="halves", sign=1.0, exponent=2.0, start=0, angle_dtype=None):
+    """The rotation and its classic mistakes, in x's dtype (the angles in ``angle_dtype`` when given)."""
     *_, T, d = x.shape
     pos = torch.arange(T, dtype=torch.float64) + offset + start  # (T,)
     freq = base ** (-exponent * torch.arange(d // 2, dtype=torch.float64) / d)  # (d/2,)
-    ang = sign * pos[:, None] * freq[None, :]  # (T, d/2)
-    cos, sin = ang.cos(), ang.sin()
+    if angle_dtype is not None:  # positions and frequencies in float32, as Hugging Face computes them
+        ang = (sign * pos.to(angle_dtype)[:, None] * freq.to(angle_dtype)[None, :])
+        cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    else:
+        ang = sign * pos[:, None] * freq[None, :]  # (T, d/2)
+        cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
     if layout == "interleaved":
         x1, x2 = x[..., 0::2], x[..., 1::2]
         out = torch.empty_like(x)
@@ -212,95 +333,130 @@ def _rotate(x, offset, *, base=10000.0, layout="halves", sign=1.0, exponent=2.0,
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
 
 
+def _rotate_cases() -> list:
+    g = torch.Generator().manual_seed(1303)
+    f64 = torch.float64
+    cases = []
+    for label, shape, offset, dtype, classes in [
+            ("the first example, offset 7", (2, 3, 5, 8), 7, f64, True),
+            ("the first example's shape again, at offset 3", (2, 3, 5, 8), 3, f64, False),
+            ("offset 0 (an empty cache)", (1, 2, 4, 6), 0, f64, False),
+            ("one token at offset 0", (1, 1, 1, 4), 0, f64, False),
+            ("one token (T = 1) at offset 50, as when decoding", (2, 2, 1, 8), 50, f64, True),
+            ("one token at offset 51, the next decoding step", (2, 2, 1, 8), 51, f64, False),
+            ("d_head = 2", (1, 2, 3, 2), 5, f64, False),
+            ("positions past 1000", (2, 2, 3, 16), 1000, f64, False),
+            ("positions past 4000", (1, 1, 3, 16), 4001, f64, False),
+            ("float32 inputs", (1, 2, 6, 8), 3, torch.float32, True)]:
+        cases.append((label, (_rand(g, shape, dtype), offset), classes))
+    return cases
+
+
+def _rotate_mistakes(got, args, label) -> None:
+    x, offset = args
+    x64 = x.double()
+    T = x.shape[-2]
+    right = _rotate(x64, offset)
+    if x.dtype == torch.float64 and close(got, _rotate(x64, offset, angle_dtype=torch.float32), rtol=1e-6, atol=1e-6):
+        hint(f"on {label}: your angles are computed in float32 (a torch.arange or a frequency table without "
+             "dtype=): at large positions they lose digits. Compute the positions and the frequencies in x's "
+             "dtype (Hugging Face computes them in float32; this exercise asks for x's precision).")
+    mistakes = [
+        (_rotate(x64, 0), "the offset is missing: the token at index t of x sits at position offset + t "
+                          "(offset = tokens already in the cache)."),
+        (_rotate(x64, -offset), "the offset is added, not subtracted: position offset + t."),
+        (_rotate(x64, offset, layout="interleaved"),
+         "you rotated interleaved pairs (2j, 2j+1); this exercise uses the halves layout: pair j is "
+         "features j and j + d_head/2 (Hugging Face's rotate_half)."),
+        (_rotate(x64, offset, sign=-1.0), "the rotation goes the wrong way: the first feature of a pair "
+                                          "becomes x1 cos - x2 sin, the second x1 sin + x2 cos."),
+        (_rotate(x64, offset, exponent=1.0), "the frequencies are base ** (-2j / d_head) for j = 0 .. "
+                                             "d_head/2 - 1; you used -j / d_head."),
+        (_rotate(x64, offset, start=1), "positions start at 0: the first token of x is at position offset, "
+                                        "not offset + 1."),
+    ]
+    if T > 1:
+        d = x.shape[-1]
+        ang = float(offset) * 10000.0 ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+        x1, x2 = x64[..., : d // 2], x64[..., d // 2:]
+        same = torch.cat([x1 * ang.cos() - x2 * ang.sin(), x1 * ang.sin() + x2 * ang.cos()], -1)
+        mistakes.append((same, "every token got the same angle: the token at index t is at position "
+                               "offset + t, so each row of x turns by its own angle."))
+    _named(got, right, mistakes, label, x.dtype)
+
+
 @checker("Exercise 13.3")
 def rotate_at_offset(my_rotate) -> None:
     """``my_rotate(x, offset)``: x ``(B, h, T, d_head)`` -> the same shape, the token at index
     ``t`` rotated as position ``offset + t`` (halves layout, base 10000)."""
     _require_function(my_rotate, "my_rotate")
-    for seed, shape, offset, dtype in [(0, (2, 3, 5, 8), 7, torch.float64), (1, (1, 2, 4, 6), 0, torch.float64),
-                                       (2, (1, 1, 1, 4), 50, torch.float64), (3, (2, 2, 3, 16), 1000, torch.float64),
-                                       (4, (1, 2, 6, 8), 3, torch.float32)]:
-        g = torch.Generator().manual_seed(seed)
-        x = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
-        x_in = x.clone()
-        with _watching({_modern.rotate: "companion.modern.rotate"}) as calls:
-            out = my_rotate(x_in, offset)
-        if calls:
-            hint(f"your function calls {calls[0]}, the function this exercise rebuilds; write the rotation "
-                 "with cos and sin of (offset + t) * base ** (-2j / d_head).")
-        _unchanged(x, x_in, "x")
-        out = _tensor_of(out, x, shape, "a tensor of x's shape")
-        x64 = x.double()
-        right = _rotate(x64, offset)
-        if close(out, right, rtol=1e-4 if dtype == torch.float32 else 1e-6, atol=1e-5):
-            continue
-        mistakes = [
-            (_rotate(x64, 0), "the offset is missing: the token at index t of x sits at position offset + t "
-                              "(offset = tokens already in the cache)."),
-            (_rotate(x64, -offset), "the offset is added, not subtracted: position offset + t."),
-            (_rotate(x64, offset, layout="interleaved"),
-             "you rotated interleaved pairs (2j, 2j+1); this exercise uses the halves layout: pair j is "
-             "features j and j + d_head/2 (Hugging Face's rotate_half)."),
-            (_rotate(x64, offset, sign=-1.0), "the rotation goes the wrong way: the first feature of a pair "
-                                              "becomes x1 cos - x2 sin, the second x1 sin + x2 cos."),
-            (_rotate(x64, offset, exponent=1.0), "the frequencies are base ** (-2j / d_head) for j = 0 .. "
-                                                 "d_head/2 - 1; you used -j / d_head."),
-            (_rotate(x64, offset, start=1), "positions start at 0: the first token of x is at position offset, "
-                                            "not offset + 1."),
-        ]
-        if shape[-2] > 1:
-            pos_all = torch.full((shape[-2],), float(offset), dtype=torch.float64)
-            d = shape[-1]
-            ang = pos_all[:, None] * 10000.0 ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
-            x1, x2 = x64[..., : d // 2], x64[..., d // 2:]
-            same = torch.cat([x1 * ang.cos() - x2 * ang.sin(), x1 * ang.sin() + x2 * ang.cos()], -1)
-            mistakes.append((same, "every token got the same angle: the token at index t is at position "
-                                   "offset + t, so each row of x turns by its own angle."))
-        for wrong, message in mistakes:
-            if close(out, wrong, rtol=1e-4, atol=1e-5):
-                hint(message)
-        hint("the values differ from the rotation of pair (j, j + d/2) of the token at index t by the "
-             f"angle (offset + t) * 10000 ** (-2j / d): {first_difference(out, right)}.", generic=True)
+    _differential(my_rotate, "my_rotate", _rotate_cases(), _rotate,
+                  lambda a: f"my_rotate(x {tuple(a[0].shape)}, offset={a[1]})",
+                  forbidden={_modern.rotate: "companion.modern.rotate"}, mistakes=_rotate_mistakes,
+                  forbidden_hint="the function this exercise rebuilds; write the rotation with cos and sin of "
+                                 "(offset + t) * base ** (-2j / d_head).")
     passed("queries and keys turn by their absolute positions, so q . k depends only on i - j.")
 
 
 # ----------------------------------------------------------------------------------- 13.4
+def _repeat(k, groups):
+    return k.repeat_interleave(groups, dim=1)
+
+
+def _repeat_cases() -> list:
+    g = torch.Generator().manual_seed(1304)
+    f64 = torch.float64
+    cases = []
+    for label, shape, groups, dtype, classes in [
+            ("the first example, 3 key/value heads, groups 2", (2, 3, 4, 2), 2, f64, True),
+            ("the first example's shape again, with new values", (2, 3, 4, 2), 2, f64, False),
+            ("one key/value head (multi-query attention), groups 4", (2, 1, 4, 3), 4, f64, True),
+            ("a cache of one position (S = 1)", (2, 2, 1, 4), 3, f64, False),
+            ("a batch of one", (1, 2, 3, 4), 4, f64, False),
+            ("groups = 1", (2, 4, 2, 2), 1, f64, False),
+            ("d_head = 1", (2, 2, 3, 1), 2, f64, False),
+            ("float32 keys", (1, 2, 5, 3), 3, torch.float32, True)]:
+        cases.append((label, (_rand(g, shape, dtype), groups), classes))
+    k = _rand(g, (2, 5, 3, 4), f64).transpose(1, 2)  # (B, h_kv, S, d) as the model makes it: not contiguous
+    cases.append(("keys as the model makes them (a transposed view, not contiguous)", (k, 2), False))
+    return cases
+
+
+def _repeat_mistakes(got, args, label) -> None:
+    k, groups = args
+    if groups > 1 and k.shape[1] > 1 and close(got, k.double().repeat(1, groups, 1, 1)):
+        hint(f"on {label}: query head i must read key/value head i // groups: heads 0 and 1 share head 0, and "
+             "so on. You tiled the heads (k.repeat gives head i % h_kv); use repeat_interleave or expand a new "
+             "dimension after the heads.")
+
+
 @checker("Exercise 13.4")
 def repeat_heads(my_repeat_kv) -> None:
     """``my_repeat_kv(k, groups)``: k ``(B, h_kv, S, d_head)`` -> ``(B, h_kv * groups, S, d_head)``,
     query head ``i`` reading key/value head ``i // groups``."""
     _require_function(my_repeat_kv, "my_repeat_kv")
-    for seed, shape, groups, dtype in [(0, (2, 3, 4, 2), 2, torch.float64), (1, (1, 2, 3, 4), 4, torch.float64),
-                                       (2, (2, 4, 2, 2), 1, torch.float64), (3, (1, 2, 5, 3), 3, torch.float32)]:
-        g = torch.Generator().manual_seed(seed)
-        k = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
-        k_in = k.clone()
-        with _watching({_modern.repeat_kv: "companion.modern.repeat_kv"}) as calls:
-            out = my_repeat_kv(k_in, groups)
-        if calls:
-            hint(f"your function calls {calls[0]}, the function this exercise rebuilds; write it with "
-                 "indexing, expand or repeat_interleave.")
-        _unchanged(k, k_in, "k")
-        B, h_kv, S, d = shape
-        out = require_tensor(out, "a tensor")
-        if tuple(out.shape) == shape and groups > 1:
-            hint(f"the result still has {h_kv} heads: repeat each of them `groups` = {groups} times, to "
-                 f"{h_kv * groups} heads, one per query head.")
-        if tuple(out.shape) == (B, h_kv * h_kv * groups, S, d) and h_kv > 1:
-            hint("repeat each key/value head `groups` times (n_heads / n_kv_heads), not n_heads times.")
-        out = _tensor_of(out, k, (B, h_kv * groups, S, d), "a tensor of shape (B, h_kv * groups, S, d_head)")
-        right = k.repeat_interleave(groups, dim=1)
-        if torch.equal(out, right):
-            continue
-        if close(out, k.repeat(1, groups, 1, 1)):
-            hint("query head i must read key/value head i // groups: heads 0 and 1 share head 0, and so on. "
-                 "You tiled the heads (k.repeat gives head i % h_kv); use repeat_interleave or expand a new "
-                 "dimension after the heads.")
-        hint(f"query head i must read key/value head i // groups: {first_difference(out, right)}.", generic=True)
+    # the shapes' own mistakes first, on the first example (they are clearer than a value difference)
+    k = torch.randn(2, 3, 4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with _watching({_modern.repeat_kv: "companion.modern.repeat_kv"}) as calls:
+        out = _diff.call(my_repeat_kv, (k, 2), "the first example", name="my_repeat_kv", first=True)
+    if calls:
+        hint(f"your function calls {calls[0]}, the function this exercise rebuilds; write it with "
+             "indexing, expand or repeat_interleave.")
+    if isinstance(out, torch.Tensor) and tuple(out.shape) == (2, 3, 4, 2):
+        hint("the result still has 3 heads: repeat each of them `groups` = 2 times, to 6 heads, one per "
+             "query head.")
+    if isinstance(out, torch.Tensor) and tuple(out.shape) == (2, 18, 4, 2):
+        hint("repeat each key/value head `groups` times (n_heads / n_kv_heads), not n_heads times.")
+    # a view of k is allowed: the text asks for "a tensor" without changing k, as torch's expand gives
+    _differential(my_repeat_kv, "my_repeat_kv", _repeat_cases(), _repeat,
+                  lambda a: f"my_repeat_kv(k {tuple(a[0].shape)}, groups={a[1]})",
+                  forbidden={_modern.repeat_kv: "companion.modern.repeat_kv"}, mistakes=_repeat_mistakes,
+                  new_tensor=False,
+                  forbidden_hint="the function this exercise rebuilds; write it with indexing, expand or "
+                                 "repeat_interleave.")
     passed("each key/value head serves `groups` neighbouring query heads, as in Llama's repeat_kv.")
 
 
-# ----------------------------------------------------------------------------------- 13.5
 def _gqa_chunk(attn, x, past, *, offset=True, mask="right", tiled=False, scale=None, o_proj=True,
                keep_repeated=False, append=True):
     """One cached call of grouped-query attention, right or with one classic mistake, in x's dtype."""
