@@ -1,6 +1,7 @@
 """Outside red teams o2's and o4's cases (tests/independent/round3b/ and round3d/, written from the
 student versions alone) for exercises 8.7, 9.8, 11.6, 11.7, 13.5-13.7, A.3 and A.4 (o2) and 4.4,
-5.1-5.4 (o4), and o3's (round3c/) for 1.1, 1.2, 2.1 and 9.9, run with the rules of
+5.1-5.4 (o4), o3's (round3c/) for 1.1, 1.2, 2.1 and 9.9, o7's (round3e/) for 1.5, 2.5, 5.5 and 5.6, and o8's (round3e/) for
+13.1-13.4, run with the rules of
 tests/test_independent_wrong_answers.py (whose runner this file imports): every wrong case gets a
 hint, never a pass; every right case passes; no checker crashes.
 
@@ -20,7 +21,8 @@ import test_independent_wrong_answers as base  # noqa: E402
 HERE = Path(__file__).resolve().parent / "independent" / "round3b"
 CHAPTERS = [HERE / f"{stem}.py" for stem in ("ch08", "ch09", "ch11", "ch13", "chA")] + [
     HERE.parent / "round3d" / f"{stem}.py" for stem in ("ch04", "ch05")] + [
-    HERE.parent / "round3c" / f"{stem}.py" for stem in ("ch01", "ch02", "ch09")]
+    HERE.parent / "round3c" / f"{stem}.py" for stem in ("ch01", "ch02", "ch09")] + [
+    HERE.parent / "round3e" / f"{stem}.py" for stem in ("ch01", "ch02", "ch05", "ch13")]
 
 #: Wrong cases whose pass rests on a reading of the text, with the reason.
 JUDGEMENT: dict[tuple[str, str], str] = {
@@ -51,6 +53,31 @@ JUDGEMENT: dict[tuple[str, str], str] = {
                                   "as padding; its target is padding, and under the causal mask no scored "
                                   "position attends to it, so the update is the same (the outsider marks it "
                                   "debatable)",
+    ("13.1", "right_hf_style_f32"): "Hugging Face's RMSNorm statistics in float32, for float64 inputs: the "
+                                    "introduction's policy (a float32 computation of float64 inputs gets a "
+                                    "precision hint) and 13.1's text (keep x's precision) reject it, with that "
+                                    "hint (the outsider marks it debatable)",
+    ("13.3", "right_hf_float32"): "angles in float32 for float64 inputs, as Hugging Face computes them: 13.3's "
+                                  "text asks for the angles in x's dtype, and the hint names the float32 angles "
+                                  "(the outsider marks it debatable)",
+    ("13.2", "right_addcmul_style"): "right values, but a sigmoid computed in place breaks backward: the check "
+                                     "generates inputs that require gradients (the introduction's policy) and "
+                                     "the layer must train; the hint quotes autograd's error",
+    ("2.5", "first_row_only"): "compares row 0 only, over 10 random permutations: weaker, but a real test; every "
+                               "order-aware layer shows once a permutation brings a changed token to row 0, and no "
+                               "fixed rule tells it from a test with fewer draws (the text asks for several random "
+                               "permutations, which it draws)",
+    ("2.5", "last_row_skipped"): "compares rows [:-1]: any permutation that moves the last token still shows the "
+                                 "fault (the outsider's own note: probably not wrong)",
+    ("2.5", "returns_tensor"): "a one-element bool tensor is a verdict under the introduction's policy (a one-element "
+                               "tensor counts as the value)",
+    ("2.5", "swallows_exceptions_true"): "returns True when f raises: no layer of the check raises, and the text does "
+                                         "not say what a test should answer for a layer that fails",
+    ("2.5", "right_perm_matrix"): "six random permutations: right by the text, but for 2 tokens all six are the "
+                                  "identity under 1 fresh seed in 64, and then the check rightly rejects it; excused "
+                                  "so that the suite does not fail at random",
+    ("5.5", "only_for_tested_widths"): "right for d = 32 and 64, the widths the text says the check uses, and the "
+                                       "identity otherwise: the text announces them (the outsider marks it debatable)",
     ("13.6", "no_transpose_tall"): "the same values up to rounding: the quintic is a polynomial p(X Xᵀ) X, equal to "
                                    "X p(Xᵀ X); only the cost of the products differs, which no value check sees",
 }
@@ -65,12 +92,13 @@ def _load(path: Path):
 
 def _problem(case, module, index):
     fb, problem = base.run(case, module.PRELUDE, index)
-    if problem == "FALSE PASS" and (case["exercise"], case["name"]) in JUDGEMENT:
+    if problem and (problem == "FALSE PASS" or problem.startswith("FALSE REJECT")) \
+            and (case["exercise"], case["name"]) in JUDGEMENT:
         return fb, None
     return fb, problem
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+@pytest.mark.parametrize("path", CHAPTERS, ids=[f"{p.parent.name}/{p.stem}" for p in CHAPTERS])
 def test_round3b_cases(path):
     module = _load(path)
     problems = []

@@ -25,6 +25,7 @@ import torch
 
 from . import _diff
 from ._core import StudentError, checker, describe, hint, passed
+from .rules import watch
 
 __all__ = ["saturation", "equivariance_test", "dependency_map", "three_back", "rotary_qk"]
 
@@ -108,17 +109,26 @@ def _close_rel(a: torch.Tensor, b: torch.Tensor) -> bool:
 @checker("Exercise 1.5")
 def saturation(my_saturation) -> None:
     """``my_saturation(q, K, V, scale)`` -> (largest softmax weight per row, ||dL/dq|| per row)."""
-    n = 8
     first = True
-    for N, d, seed, label in ((32, 16, 15, "32 queries of width 16"), (32, 256, 16, "32 queries of width 256"),
-                              (1, 5, 17, "one query (N = 1) of odd width 5")):
+    for N, n, d, seed, label in ((32, 8, 16, 15, "32 queries of width 16"),
+                                 (32, 8, 256, 16, "32 queries of width 256"),
+                                 (32, 8, 16, 18, "32 queries of width 16 again, with new values"),
+                                 (1, 8, 5, 17, "one query (N = 1) of odd width 5"),
+                                 (6, 5, 12, 19, "5 keys per query"),
+                                 (4, 1, 6, 20, "one key per query")):
         q, K, V = _saturation_inputs(N, n, d, seed)
-        for scale, extra, grad, no_grad in ((1.0, "", False, False), (math.sqrt(d), "", False, False),
-                                            (math.sqrt(d), ", q with requires_grad", True, False),
-                                            (math.sqrt(d), ", called under torch.no_grad()", False, True)):
+        variants = ((1.0, "", False, False), (math.sqrt(d), "", False, False), (2.5, ", scale 2.5", False, False))
+        if n == 8 and N == 32 and d == 16 and seed == 15:
+            variants += ((math.sqrt(d), ", q with requires_grad", (0,), False),
+                         (math.sqrt(d), ", called under torch.no_grad()", False, True),
+                         (math.sqrt(d), ", q, K and V with requires_grad", (0, 1, 2), False))
+        elif seed == 17:
+            variants += ((math.sqrt(d), ", q with requires_grad", (0,), False),
+                         (math.sqrt(d), ", called under torch.no_grad()", False, True))
+        for scale, extra, grad, no_grad in variants:
             call = f"my_saturation(q, K, V, scale={scale:g})"
             try:
-                out = _diff.call(my_saturation, (q, K, V, scale), label + extra, grad=(0,) if grad else False,
+                out = _diff.call(my_saturation, (q, K, V, scale), label + extra, grad=grad,
                                  no_grad=no_grad, name="my_saturation", first=first)
             except StudentError as exc:
                 if no_grad and isinstance(exc.error, RuntimeError) and "grad" in str(exc.error):
@@ -163,6 +173,7 @@ def saturation(my_saturation) -> None:
             hint(f"{call}: the gradient norms differ from ||dL/dq|| for L = the sum of every output.",
                  generic=True)
     # the measurement, with the student's own function (fixed inputs: the same message every run)
+    n = 8
     lines = []
     for d in (16, 1024):
         q, K, V = _saturation_inputs(512, n, d, 1)
@@ -213,6 +224,12 @@ def _equivariance_cases(d: int) -> list[tuple[str, Callable, bool]]:
         ("adding the mirrored sequence, X + X.flip(0)", lambda X: X + X.flip(0), False),
         ("adding a small position signal (0.05 x position)",
          lambda X: 2 * X + 0.05 * torch.arange(X.shape[0], dtype=X.dtype)[:, None], False),
+        ("adding a tiny position signal (0.001 x position)",
+         lambda X: X + 0.001 * torch.arange(X.shape[0], dtype=X.dtype)[:, None], False),
+        # order-aware layers that keep every column's sum: a test that sums or averages sees nothing
+        ("reversing the tokens, X.flip(0)", lambda X: X.flip(0), False),
+        ("rolling the tokens by one, X.roll(1, 0)", lambda X: X.roll(1, 0), False),
+        ("swapping the first two tokens", lambda X: X[torch.tensor([1, 0] + list(range(2, X.shape[0])))], False),
     ]
 
 
@@ -226,12 +243,31 @@ def equivariance_test(my_is_equivariant) -> None:
     """
     d = 4
     draw = random.Random()
-    # fixed seeds chosen so that one random permutation of 2 tokens is the identity (2025) and one of 3
-    # tokens leaves the last in place (2025) or is the identity (7); plus a fresh seed each run
-    seeds_long, seeds_short = [2025, draw.randrange(2**31)], [2025, 7, draw.randrange(2**31)]
+    # fixed seeds: under seed 2 the first random permutation of 2 tokens is the identity and the second
+    # a swap (a test that draws one permutation fails there, one that draws several passes); plus a
+    # fresh seed each run
+    seeds_long, seeds_short = [2, draw.randrange(2**31)], [2, 7, draw.randrange(2**31)]
     inputs = [torch.randn(n, d, generator=torch.Generator().manual_seed(5 + n), dtype=torch.float64)
               for n in (10, 2, 3)]
     answers: dict[str, tuple[bool, bool]] = {}
+    with watch() as seen:
+        _equivariance_answers(my_is_equivariant, inputs, d, seeds_long, seeds_short, answers)
+    reseeds = seen.called(*_RESEEDS) or (["torch.manual_seed (torch.random)"] if seen.used_module("torch.random")
+                                         else [])
+    if reseeds:
+        hint(f"your test calls {reseeds[0]}: seeding inside the test makes it draw the same permutations "
+             "every time, so whatever luck they have is fixed for good. Leave torch's generator to the caller "
+             "and draw fresh permutations (torch.randperm) on every call.")
+    _equivariance_verdict(answers)
+
+
+#: Calls that reseed or reset torch's global generator (canonical names of the rules module).
+_RESEEDS = ("manual_seed", "random.manual_seed", "seed", "random.seed", "set_rng_state", "random.set_rng_state",
+            "random.fork_rng")
+
+
+def _equivariance_answers(my_is_equivariant, inputs, d, seeds_long, seeds_short, answers) -> None:
+    """Run the student's test on every layer, input size and seed; record (said, expected) per case."""
     for X in inputs:
         n = X.shape[0]
         for name, f, expected in _equivariance_cases(d):
@@ -250,6 +286,10 @@ def equivariance_test(my_is_equivariant) -> None:
                     answers.setdefault(label, (got, expected))
                 else:
                     answers.setdefault(label + " (right)", (got, expected))
+
+
+def _equivariance_verdict(answers) -> None:
+    """2.5's verdict from the recorded answers: a pass, the hint for a recognized mistake, or generic."""
     wrong = [name for name, (got, expected) in answers.items() if got != expected]
     if not wrong:
         passed("your test says True for every layer that treats its input as a set, and False for "
@@ -274,7 +314,13 @@ def equivariance_test(my_is_equivariant) -> None:
             "attention with learned W_Q, W_K, W_V"):
         hint("your test says attention is not equivariant. Summing the keys in another order rounds "
              "differently in the last bits: compare with torch.allclose, not torch.equal or ==.")
-    if says("adding a small position signal (0.05 x position)") and not says("a running sum over the tokens"):
+    if says("reversing the tokens, X.flip(0)") and says("rolling the tokens by one, X.roll(1, 0)") \
+            and not says("a running sum over the tokens"):
+        hint("your test says True for reversing the tokens and for rolling them by one: both move tokens but keep "
+             "every column's sum, so a comparison of sums or means sees nothing. Compare f(X[perm]) with "
+             "f(X)[perm] entry by entry (torch.allclose).")
+    if says("adding a small position signal (0.05 x position)") and not says("a running sum over the tokens") \
+            and not says("reversing the tokens, X.flip(0)"):
         hint("your test says True for a layer that adds 0.05 × position to every token: its tolerance is "
              "far too loose. Rounding differs in the last bits (torch.allclose's defaults); a difference of "
              "0.05 is a real one.")
@@ -504,7 +550,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 @checker("Exercise 5.5", allow=("companion.positional",))  # the text allows shift_matrix
 def three_back(my_three_back) -> None:
     """``my_three_back(d)`` -> ``(d, d)`` tensor ``A`` with which query ``i`` attends most to key ``i - 3``."""
-    T = 40
+    T = 200  # far past the positions an answer might special-case
     for d in (32, 64):
         A = _real_tensor(my_three_back(d), f"my_three_back({d})")
         if tuple(A.shape) != (d, d):
@@ -535,8 +581,8 @@ def three_back(my_three_back) -> None:
         hint(f"with your A, query i attends most to key i - {common} for {offsets.count(common)} of the "
              f"{T - 3} queries (d = {d}); it should be i - 3 for all of them. Use the shift matrix: "
              "p_i M_k = p_(i+k).", generic=True)
-    passed("with A = M_(-3), p_i A p_j^T = p_(i-3) . p_j, largest at j = i - 3: the head looks three "
-           "tokens back, at every position.")
+    passed(f"with your A, every query i from 3 to {T - 1} attends most to key i - 3, for d = 32 and 64 (M_(-3) "
+           "does it because p_i M_(-3) p_j^T = p_(i-3) . p_j, largest at j = i - 3).")
 
 
 # --------------------------------------------------------------------------- 5.6
@@ -569,53 +615,102 @@ def _merged_heads(x: torch.Tensor, offset: int) -> torch.Tensor:
 def rotary_qk(my_rotary_qk) -> None:
     """``my_rotary_qk(q, k, offset)`` -> ``(q', k')``: every head's queries and keys rotated from ``offset``."""
     g = torch.Generator().manual_seed(56)
-    for B, h, T, dh, offset in ((2, 3, 5, 8, 0), (1, 2, 4, 6, 7), (2, 4, 1, 8, 12)):
-        q = torch.randn(B, h, T, dh, generator=g, dtype=torch.float64)
-        k = torch.randn(B, h, T, dh, generator=g, dtype=torch.float64)
-        q_in, k_in = q.clone(), k.clone()
-        call = f"my_rotary_qk(q, k, offset={offset})"
-        out = my_rotary_qk(q_in, k_in, offset)
-        if not torch.equal(q_in, q) or not torch.equal(k_in, k):
-            hint("your function changed q or k in place; return new tensors and leave the inputs as they were "
-                 "(a cache may hold them).")
-        if not isinstance(out, (tuple, list)) or len(out) != 2:  # a tuple or a list, as 1.5 and 8.6
-            hint(f"{call} should return a pair (q_rotated, k_rotated); it returned {describe(out)}.")
-        q_out = _real_tensor(out[0], call + "[0]")
-        k_out = _real_tensor(out[1], call + "[1]")
-        shape = (B, h, T, dh)
-        if tuple(q_out.shape) != shape or tuple(k_out.shape) != shape:
-            hint(f"{call} should keep the shape (B, h, T, d_head) = {shape}; got {tuple(q_out.shape)} and "
-                 f"{tuple(k_out.shape)}.", generic=True)
-        q_ref, k_ref = _rope(q, offset), _rope(k, offset)
-        if _close(q_out, q_ref) and _close(k_out, k_ref):
-            continue
-        if _close(q_out, q_ref) and _close(k_out, k):
-            hint("the queries are rotated but the keys are not: RoPE turns both, or q_i . k_j would depend on "
-                 "i alone.")
-        if _close(q_out, q) and _close(k_out, k_ref):
-            hint("the keys are rotated but the queries are not: RoPE turns both.")
-        if offset and _close(q_out, _rope(q, 0)) and _close(k_out, _rope(k, 0)):
-            hint(f"the new tokens were turned as if they stood at positions 0, 1, ...; after a cache of "
-                 f"{offset} tokens they stand at positions {offset}, {offset + 1}, ...: add the offset.")
-        if _close(q_out, _rope(q, offset, start=1)) and _close(k_out, _rope(k, offset, start=1)):
-            hint("positions start at offset, not offset + 1: the first token of a fresh sequence is not "
-                 "rotated at all.")
-        if _close(q_out, _rope(q, offset, layout="halves")) and _close(k_out, _rope(k, offset, layout="halves")):
-            hint("you paired feature j with feature j + d_head/2 (Hugging Face's rotate_half layout). That is "
-                 "a valid convention, a permutation of this one, but here the pairs are (2j, 2j + 1), as in "
-                 "the chapter and in apply_rotary.")
-        if _close(q_out, _rope(q, offset, sign=-1.0)) and _close(k_out, _rope(k, offset, sign=-1.0)):
-            hint("you turned clockwise (the angle -t w): it works as long as queries and keys agree, but "
-                 "this exercise follows the chapter, counterclockwise: (x0 cos a - x1 sin a, x0 sin a + x1 cos a).")
-        if h > 1 and _close(q_out, _merged_heads(q, offset)) and _close(k_out, _merged_heads(k, offset)):
-            hint("you rotated the merged width h * d_head with its frequencies: RoPE works inside each head, "
-                 "with the frequencies 10000**(-2j/d_head) of d_head features, the same in every head.")
-        if T > 1 and _close(q_out, _rope(q, offset, width=h * dh)):
-            hint("the frequencies must come from the head's width d_head, 10000**(-2j/d_head), not from "
-                 "the model's width.")
-        if T > 1 and T != h and _close(q_out, _rope(q.transpose(1, 2), offset).transpose(1, 2)):
-            hint("you counted positions along the heads axis: in (B, h, T, d_head) the positions are axis 2 "
-                 "(T), the third axis.")
-        hint(f"{call} differs from RoPE applied in every head from position {offset}.", generic=True)
+    f64, f32 = torch.float64, torch.float32
+    cases = [((2, 3, 5, 8), 0, f64, "the first example, offset 0", True),
+             ((1, 2, 4, 6), 7, f64, "offset 7", False),
+             ((2, 4, 1, 8), 12, f64, "one new token at offset 12", False),
+             ((2, 3, 5, 8), 3, f64, "the first example's shape again, at offset 3", False),
+             ((1, 2, 5, 8), 40, f64, "positions 40 to 44", False),
+             ((1, 1, 3, 8), 1000, f64, "positions past 1000", False),
+             ((2, 2, 3, 8), 5, f32, "float32 queries and keys", True),
+             ((2, 3, 4, 6), 2, f64, "queries and keys as a layer makes them (transposed views, not contiguous)",
+              False)]
+    for index, ((B, h, T, dh), offset, dtype, label, classes) in enumerate(cases):
+        if label.startswith("queries and keys as a layer"):
+            q = torch.randn(B, T, h, dh, generator=g, dtype=dtype).transpose(1, 2)
+            k = torch.randn(B, T, h, dh, generator=g, dtype=dtype).transpose(1, 2)
+        else:
+            q = torch.randn(B, h, T, dh, generator=g, dtype=torch.float64).to(dtype)
+            k = torch.randn(B, h, T, dh, generator=g, dtype=torch.float64).to(dtype)
+        for extra, grad, no_grad in ((("", False, False), (", with inputs that require gradients", True, False),
+                                      (", under torch.no_grad()", False, True)) if classes else (("", False, False),)):
+            where = label + extra
+            call = f"my_rotary_qk(q, k, offset={offset})"
+            given: list = []
+            out = _diff.call(my_rotary_qk, (q, k, offset), where, grad=(0, 1) if grad else False, no_grad=no_grad,
+                             name="my_rotary_qk", first=index == 0 and not extra, keep=given)
+            if not torch.equal(given[0].detach(), q) or not torch.equal(given[1].detach(), k):
+                hint("your function changed q or k in place; return new tensors and leave the inputs as they were "
+                     "(a cache may hold them).")
+            _rotary_pair(out, call, where, q, k, offset, grad, given)
     passed("every head's queries and keys turn by their absolute position, offset + t: with a cache, "
            "a new token continues where the cached ones stopped.")
+
+
+def _rotary_pair(out, call, where, q, k, offset, grad, given) -> None:
+    """5.6's verdict on one call: the pair's type, dtype, shape, gradients and values."""
+    B, h, T, dh = q.shape
+    if not isinstance(out, (tuple, list)) or len(out) != 2:  # a tuple or a list, as 1.5 and 8.6
+        hint(f"{call} should return a pair (q_rotated, k_rotated); it returned {describe(out)}.")
+    for part, name in zip(out, ("[0]", "[1]")):
+        _real_tensor(part, call + name)
+        if part.dtype != q.dtype:
+            hint(f"{call}{name} has dtype {part.dtype} for inputs of dtype {q.dtype} ({where}): keep the "
+                 "inputs' dtype (build the angles in it, or convert them with .to(q.dtype)).")
+    shape = (B, h, T, dh)
+    if tuple(out[0].shape) != shape or tuple(out[1].shape) != shape:
+        hint(f"{call} should keep the shape (B, h, T, d_head) = {shape}; got {tuple(out[0].shape)} and "
+             f"{tuple(out[1].shape)} ({where}).", generic=True)
+    q_out, k_out = out[0].detach().double(), out[1].detach().double()
+    q, k = q.double(), k.double()
+    q_ref, k_ref = _rope(q, offset), _rope(k, offset)
+    strict = dict(rtol=1e-9, atol=1e-12) if out[0].dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
+    if bool(torch.allclose(q_out, q_ref, **strict)) and bool(torch.allclose(k_out, k_ref, **strict)):
+        if grad:
+            if not (out[0].requires_grad and out[1].requires_grad):
+                hint(f"no gradient reaches q and k through {call} ({where}): .detach(), .data, NumPy or "
+                     "torch.no_grad() inside cut the graph, and a model trains through RoPE.")
+            weights = torch.randn(shape, generator=torch.Generator().manual_seed(560), dtype=torch.float64)
+            try:
+                got = torch.autograd.grad((out[0] * weights.to(out[0].dtype)).sum()
+                                          + (out[1] * weights.to(out[1].dtype)).sum(), given[:2], allow_unused=True)
+            except RuntimeError as exc:
+                hint(f"backward through the result of {call} fails ({where}): {str(exc).splitlines()[0]}")
+            back = _rope(weights, offset, sign=-1.0)  # a rotation's transpose turns the other way
+            for grad_got, name in zip(got, ("q", "k")):
+                if grad_got is None or not _close(grad_got.double(), back):
+                    hint(f"the gradient with respect to {name} through {call} is not RoPE's ({where}): compute "
+                         "the rotation from q and k with differentiable tensor operations.")
+        return
+    if _close(q_out, q_ref) and _close(k_out, k_ref):
+        hint(f"{call} ({where}) agrees only to about 7 digits: part of your computation (the positions, the "
+             "angles or their table) runs in float32. Keep the inputs' dtype all the way.")
+    if _close(q_out, q_ref) and _close(k_out, k):
+        hint("the queries are rotated but the keys are not: RoPE turns both, or q_i . k_j would depend on "
+             "i alone.")
+    if _close(q_out, q) and _close(k_out, k_ref):
+        hint("the keys are rotated but the queries are not: RoPE turns both.")
+    if offset and _close(q_out, _rope(q, 0)) and _close(k_out, _rope(k, 0)):
+        hint(f"the new tokens were turned as if they stood at positions 0, 1, ...; after a cache of "
+             f"{offset} tokens they stand at positions {offset}, {offset + 1}, ...: add the offset.")
+    if _close(q_out, _rope(q, offset, start=1)) and _close(k_out, _rope(k, offset, start=1)):
+        hint("positions start at offset, not offset + 1: the first token of a fresh sequence is not "
+             "rotated at all.")
+    if _close(q_out, _rope(q, offset, layout="halves")) and _close(k_out, _rope(k, offset, layout="halves")):
+        hint("you paired feature j with feature j + d_head/2 (Hugging Face's rotate_half layout). That is "
+             "a valid convention, a permutation of this one, but here the pairs are (2j, 2j + 1), as in "
+             "the chapter and in apply_rotary.")
+    if _close(q_out, _rope(q, offset, sign=-1.0)) and _close(k_out, _rope(k, offset, sign=-1.0)):
+        hint("you turned clockwise (the angle -t w): it works as long as queries and keys agree, but "
+             "this exercise follows the chapter, counterclockwise: (x0 cos a - x1 sin a, x0 sin a + x1 cos a).")
+    if h > 1 and _close(q_out, _merged_heads(q, offset)) and _close(k_out, _merged_heads(k, offset)):
+        hint("you rotated the merged width h * d_head with its frequencies: RoPE works inside each head, "
+             "with the frequencies 10000**(-2j/d_head) of d_head features, the same in every head.")
+    if T > 1 and _close(q_out, _rope(q, offset, width=h * dh)):
+        hint("the frequencies must come from the head's width d_head, 10000**(-2j/d_head), not from "
+             "the model's width.")
+    if T > 1 and T != h and _close(q_out, _rope(q.transpose(1, 2), offset).transpose(1, 2)):
+        hint("you counted positions along the heads axis: in (B, h, T, d_head) the positions are axis 2 "
+             "(T), the third axis.")
+    hint(f"{call} fails on {where}: it differs from RoPE applied in every head from position {offset}.",
+         generic=True)
