@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .model import GPT, GPTCache
+from .multihead import fused_attention
 from .norm import RMSNorm
 from .positional import apply_rotary
 from .validation import (IGNORE_INDEX, check_bool, check_choice, check_float, check_instance, check_int,
@@ -191,7 +192,7 @@ class GroupedQueryAttention(nn.Module):
         k, v = repeat_kv(k, h // h_kv), repeat_kv(v, h // h_kv)  # (B, h, S, d)
         # new token t (absolute position start + t) sees keys 0 .. start + t
         mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, T, d)
+        y = fused_attention(q, k, v, attn_mask=mask)  # (B, h, T, d)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, h * d))  # (B, T, h*d) -> (B, T, d_model)
 
 

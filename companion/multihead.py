@@ -20,6 +20,22 @@ from companion.validation import check_bool, check_float, check_instance, check_
 __all__ = ["MultiHeadAttention"]
 
 
+
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, **kwargs) -> Tensor:
+    """:func:`torch.nn.functional.scaled_dot_product_attention`, falling back to PyTorch's math kernel
+    where the fused CPU kernel refuses the machine: on a CPU with AVX-512 run with a lower
+    ``ATEN_CPU_CAPABILITY`` (avx2 or default), PyTorch 2.13's bfloat16 kernel raises "pack_vnni2 is only
+    supported when avx512 is supported". The math kernel computes the same attention."""
+    try:
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+    except RuntimeError as exc:
+        if "pack_vnni" not in str(exc):
+            raise
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
 class MultiHeadAttention(nn.Module):
     """Multi-head scaled dot-product attention for self- and cross-attention.
 
@@ -207,16 +223,16 @@ class MultiHeadAttention(nn.Module):
         weights = None
         if not need_weights and is_causal and T == S and attn_mask is None and key_mask is None:
             # fast path: torch's causal kernel (top-left aligned, equal to ours when T == S)
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, h, T, d_head)
+            out = fused_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, h, T, d_head)
         elif not need_weights and is_causal and T == 1 and attn_mask is None and key_mask is None:
             # one new token after a KV cache: it is the last position, so it sees every key (no mask)
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p)  # (B, h, 1, d_head)
+            out = fused_attention(q, k, v, dropout_p=p)  # (B, h, 1, d_head)
         else:
             mask = self._combine_masks(attn_mask, key_mask, is_causal, T, S, query.device)
             if mask is not None and mask.dtype != torch.bool:
                 mask = mask.to(q.dtype)
             if not need_weights and (mask is None or self._every_query_has_a_key(mask)):
-                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, h, T, d_head)
+                out = fused_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, h, T, d_head)
             else:
                 # explicit path: returns the weights and handles rows with no allowed key
                 out, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout, training=self.training)

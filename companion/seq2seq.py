@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from companion.attention import KVCache, scaled_dot_product_attention
+from companion.multihead import fused_attention
 from companion.block import DecoderBlock
 from companion.encoder import Encoder
 from companion.norm import LayerNorm
@@ -259,7 +260,7 @@ class Decoder(nn.Module):
                     out, w = scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, training=self.training)
                     weights.append(w)  # (B, h, T, S)
                 else:
-                    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, h, T, d_head)
+                    out = fused_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, h, T, d_head)
                 out = out.transpose(1, 2).reshape(B, T, C)  # (B, h, T, d_head) -> (B, T, C)
                 return block.dropout2(ca.out_proj(out))
 

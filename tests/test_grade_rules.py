@@ -328,7 +328,8 @@ def test_9_3s_per_weight_gradients_are_the_same_in_the_grader_as_in_the_notebook
         for name, g in in_notebook.items():
             assert (in_grader[name] is None) == (g is None), name
             if g is not None:
-                torch.testing.assert_close(in_grader[name], g, rtol=1e-5, atol=1e-7)
+                # the kernel's environment is cleared: it may run other CPU kernels (ATEN_CPU_CAPABILITY)
+                torch.testing.assert_close(in_grader[name], g, rtol=1e-4, atol=1e-5)
     assert verdicts[0] == verdicts[1]
     assert (verdicts[1] == "passed") == (case == "right"), verdicts
 

@@ -198,6 +198,8 @@ def _channels_first_cases() -> list[Case]:
         ("d equal to T (5, 5)", (2, 5, 5), 5, 1e-3, torch.float64, ""),
         ("a token whose features are all equal", (2, 4, 3), 6, 1e-5, torch.float64, "constant"),
         ("float32 input", (2, 6, 7), 7, 1e-5, torch.float32, ""),
+        # E[x^2] - E[x]^2 keeps 4 digits of a variance of 1 under a mean of 1e6, whatever the CPU kernels
+        ("features with a large mean (about 1e6, spread about 1)", (2, 6, 4), 10, 1e-5, torch.float64, "offset"),
         ("an x that requires grad", (2, 6, 5), 8, 1e-5, torch.float64, "grad"),
         ("a call under torch.no_grad()", (2, 6, 5), 9, 1e-5, torch.float64, "no_grad"),
         ("a fresh random draw", (2, 8, 6), None, 1e-5, torch.float64, ""),
@@ -206,6 +208,8 @@ def _channels_first_cases() -> list[Case]:
         x = torch.randn(B, d, T, generator=g, dtype=dtype) * 2 + 1
         if extra == "constant":
             x[0, :, 1] = 3.0  # position 1 of sequence 0: every feature 3
+        if extra == "offset":
+            x = x / 2 + 1e6
         w = torch.randn(d, generator=g, dtype=dtype)
         b = torch.randn(d, generator=g, dtype=dtype)
         if extra == "grad":
