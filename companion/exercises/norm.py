@@ -140,6 +140,8 @@ def _compare(out: torch.Tensor, right: torch.Tensor, case: Case, mistakes: list[
     """Pass quietly if ``out`` is right; else the hint of the first mistake it matches, naming the class."""
     if out.dtype == torch.float64 and (rtol, atol) == (1e-4, 1e-6):
         rtol, atol = 1e-9, 1e-10  # a float64 input is normalized in float64
+        if case.name.startswith(_LARGE_MEAN_64):  # x - mean keeps 1e-10 of 1e6 (x.var_mean's own rounding)
+            rtol, atol = 1e-7, 1e-7
     if _close(out, right, rtol, atol):
         return
     if not bool(torch.isfinite(out.detach()).all()):
@@ -187,6 +189,9 @@ def _gen(seed: int | None) -> torch.Generator:
 
 
 # --------------------------------------------------------------------------- 4.1
+_LARGE_MEAN_64 = "features with a large mean (about 1e6, spread about 1)"
+
+
 def _channels_first_cases() -> list[Case]:
     cases = []
     for name, (B, d, T), seed, eps, dtype, extra in [
@@ -199,7 +204,7 @@ def _channels_first_cases() -> list[Case]:
         ("a token whose features are all equal", (2, 4, 3), 6, 1e-5, torch.float64, "constant"),
         ("float32 input", (2, 6, 7), 7, 1e-5, torch.float32, ""),
         # E[x^2] - E[x]^2 keeps 4 digits of a variance of 1 under a mean of 1e6, whatever the CPU kernels
-        ("features with a large mean (about 1e6, spread about 1)", (2, 6, 4), 10, 1e-5, torch.float64, "offset"),
+        (_LARGE_MEAN_64, (2, 6, 4), 10, 1e-5, torch.float64, "offset"),
         ("an x that requires grad", (2, 6, 5), 8, 1e-5, torch.float64, "grad"),
         ("a call under torch.no_grad()", (2, 6, 5), 9, 1e-5, torch.float64, "no_grad"),
         ("a fresh random draw", (2, 8, 6), None, 1e-5, torch.float64, ""),
