@@ -8,63 +8,78 @@ from mutation_harness import Exercise, Mutant, make_tests
 
 
 # --- 3.1 ---------------------------------------------------------------------------------------------
-def my_count(d_model, n_heads, bias):
-    d_head = d_model // n_heads
-    qkv = 3 * n_heads * d_model * d_head  # = 3 d^2, whatever n_heads is
-    out = d_model * d_model  # W_O: (h d_head) x d = d x d
-    biases = 4 * d_model if bias else 0
-    return qkv + out + biases
+def my_count(d_model, n_heads, d_head, bias):
+    inner = n_heads * d_head  # the heads side by side
+    return 3 * d_model * inner + inner * d_model + (3 * inner + d_model if bias else 0)
+
+
+def _usual(d, h, dh, b):
+    return 4 * d * d + (4 * d if b else 0)
 
 
 COUNT = [
-    Mutant("no output projection", lambda d, h, b: 3 * d * d + (3 * d if b else 0), "output projection W_O"),
-    Mutant("full width per head", lambda d, h, b: h * 4 * d * d + (4 * d if b else 0), "does not depend on h"),
-    Mutant("forgets the biases", lambda d, h, b: 4 * d * d, "also has d"),
-    Mutant("biases always", lambda d, h, b: 4 * d * d + 4 * d, "no biases to count"),
-    Mutant("one bias per layer", lambda d, h, b: 4 * d * d + (4 if b else 0), "one bias per output feature"),
-    Mutant("d biases in all", lambda d, h, b: 4 * d * d + (d if b else 0), "one bias per output feature"),
-    Mutant("one head's slices", lambda d, h, b: 4 * d * (d // h) + (4 * d // h if b else 0), "one head's slices"),
-    Mutant("weights of 2 d", lambda d, h, b: 4 * 2 * d + (4 * d if b else 0), "d x d weight matrix"),
-    Mutant("a fraction", lambda d, h, b: my_count(d, h, b) + 0.5, "not a whole number"),
-    Mutant("returns a string", lambda d, h, b: str(my_count(d, h, b)), "whole number"),
-    Mutant("returns None", lambda d, h, b: None, "whole number"),
-    Mutant("returns a bool", lambda d, h, b: True, "a bool"),
-    Mutant("off by one", lambda d, h, b: my_count(d, h, b) + 1),
-    Mutant("returns the parts", lambda d, h, b: [4 * d * d, 4 * d if b else 0], "whole number"),
-    Mutant("d_head squared", lambda d, h, b: 4 * h * (d // h) ** 2 + (4 * d if b else 0), "one head's slices"),  # 4 h d_head^2 = 4 d d_head
+    Mutant("the usual 4 d^2 whatever d_head", _usual, "width d_model // n_heads"),
+    Mutant("d_model // n_heads as the width", lambda d, h, dh, b: my_count(d, h, d // h, b), "width d_model // n_heads"),
+    Mutant("W_O counted d x d", lambda d, h, dh, b: 3 * d * h * dh + d * d + (3 * h * dh + d if b else 0),
+           "W_O reads the concatenated heads"),
+    Mutant("no output projection", lambda d, h, dh, b: 3 * d * h * dh + (3 * h * dh if b else 0),
+           "forgot the output projection"),
+    Mutant("d biases per layer", lambda d, h, dh, b: 4 * d * h * dh + (4 * d if b else 0),
+           "only W_O has d_model"),
+    Mutant("h d_head biases for W_O too", lambda d, h, dh, b: 4 * d * h * dh + (4 * h * dh if b else 0),
+           "outputs d_model"),
+    Mutant("forgets the biases", lambda d, h, dh, b: 4 * d * h * dh, "also has one bias"),
+    Mutant("biases always", lambda d, h, dh, b: my_count(d, h, dh, True), "no biases to count"),
+    Mutant("one head", lambda d, h, dh, b: my_count(d, 1, dh, b), "that is one head"),
+    Mutant("d x d per head", lambda d, h, dh, b: 4 * d * d * h + (4 * d if b else 0), "not d_model x d_model"),
+    Mutant("a fraction", lambda d, h, dh, b: my_count(d, h, dh, b) + 0.5, "not a whole number"),
+    Mutant("a float", lambda d, h, dh, b: float(my_count(d, h, dh, b)), "a float"),
+    Mutant("returns a string", lambda d, h, dh, b: str(my_count(d, h, dh, b)), "whole number"),
+    Mutant("returns None", lambda d, h, dh, b: None, "whole number"),
+    Mutant("returns a bool", lambda d, h, dh, b: True, "a bool"),
+    Mutant("off by one", lambda d, h, dh, b: my_count(d, h, dh, b) + 1),
+    Mutant("right only for the usual shape", lambda d, h, dh, b: _usual(d, h, dh, b) if h * dh == d else 0),
 ]
 
 
 # --- 3.2 ---------------------------------------------------------------------------------------------
-def my_split_heads(x, n_heads):
-    B, T, d = x.shape
-    return x.view(B, T, n_heads, d // n_heads).transpose(1, 2)  # (B, T, h, d_head) -> (B, h, T, d_head)
+def my_split_qkv(qkv, n_heads):
+    B, T, three_d = qkv.shape
+    parts = qkv.view(B, T, 3, n_heads, three_d // (3 * n_heads)).permute(2, 0, 3, 1, 4)
+    return parts[0], parts[1], parts[2]
 
 
-def _split(fn):
-    def split(x, h):
-        B, T, d = x.shape
-        return fn(x, B, T, d, h, d // h)
+def _layout(view, perm):
+    def split(qkv, h):
+        B, T, three_d = qkv.shape
+        dh = three_d // (3 * h)
+        return tuple(qkv.reshape(*view(B, T, h, dh)).permute(*perm))
     return split
 
 
 SPLIT = [
-    Mutant("no transpose", _split(lambda x, B, T, d, h, dh: x.view(B, T, h, dh)), "also transpose dims 1 and 2"),
-    Mutant("reshape straight", _split(lambda x, B, T, d, h, dh: x.reshape(B, h, T, dh)), "mixes tokens"),
-    Mutant("head index the faster one", _split(lambda x, B, T, d, h, dh: x.view(B, T, dh, h).permute(0, 3, 1, 2)),
-           "head index must be the slower one"),
-    Mutant("(B, h, d_head, T)", _split(lambda x, B, T, d, h, dh: x.view(B, T, h, dh).permute(0, 2, 3, 1)),
-           "last two dimensions are swapped"),
-    Mutant("batch and heads merged", _split(lambda x, B, T, d, h, dh: x.view(B, T, h, dh).transpose(1, 2).reshape(
-        B * h, T, dh)), "keep the batch and head dimensions apart"),
-    Mutant("returns a list", lambda x, h: my_split_heads(x, h).tolist(), "return a tensor"),
-    Mutant("returns None", lambda x, h: None, "return a tensor"),
-    Mutant("the example's shape", lambda x, h: x.view(2, 3, 4, 2).transpose(1, 2), "RuntimeError", raised=True),
-    Mutant("float d_head", _split(lambda x, B, T, d, h, dh: x.view(B, T, h, d / h).transpose(1, 2)), "TypeError",
-           raised=True),
-    Mutant("heads in reverse order", lambda x, h: my_split_heads(x, h).flip(1)),
-    Mutant("transpose(0, 2)", _split(lambda x, B, T, d, h, dh: x.view(B, T, h, dh).transpose(0, 2))),
-    Mutant("doubled", lambda x, h: 2 * my_split_heads(x, h)),
+    Mutant("head by head (q, k, v of each head)", _layout(lambda B, T, h, dh: (B, T, h, 3, dh), (3, 0, 2, 1, 4)),
+           "head by head"),
+    Mutant("head index the faster one", _layout(lambda B, T, h, dh: (B, T, 3, dh, h), (2, 0, 4, 1, 3)),
+           "slower one"),
+    Mutant("part index the fastest", _layout(lambda B, T, h, dh: (B, T, h, dh, 3), (4, 0, 2, 1, 3)),
+           "slowest index"),
+    Mutant("reshape straight", lambda qkv, h: tuple(qkv.reshape(qkv.shape[0], 3, h, qkv.shape[1], -1).transpose(0, 1)),
+           "mixes the tokens"),
+    Mutant("no transpose", _layout(lambda B, T, h, dh: (B, T, 3, h, dh), (2, 0, 1, 3, 4)), "heads before tokens"),
+    Mutant("q and k swapped", lambda qkv, h: (lambda q, k, v: (k, q, v))(*my_split_qkv(qkv, h)), "swapped"),
+    Mutant("v, k, q", lambda qkv, h: my_split_qkv(qkv, h)[::-1], "wrong order"),
+    Mutant("(T, d_head) swapped", lambda qkv, h: tuple(t.transpose(-2, -1) for t in my_split_qkv(qkv, h)),
+           "last two axes"),
+    Mutant("stacked", lambda qkv, h: torch.stack(my_split_qkv(qkv, h)), "unbind"),
+    Mutant("returns a list of lists", lambda qkv, h: [t.tolist() for t in my_split_qkv(qkv, h)], "wrong type"),
+    Mutant("returns None", lambda qkv, h: None, "wrong type"),
+    Mutant("detached", lambda qkv, h: tuple(t.detach() for t in my_split_qkv(qkv, h)), "stay connected"),
+    Mutant("float32 always", lambda qkv, h: tuple(t.float() for t in my_split_qkv(qkv, h)), "dtype"),
+    Mutant("changes qkv in place", lambda qkv, h: my_split_qkv(qkv.detach().mul_(2), h), "in place"),
+    Mutant("heads in reverse order", lambda qkv, h: tuple(t.flip(1) for t in my_split_qkv(qkv, h))),
+    Mutant("doubled", lambda qkv, h: tuple(2 * t for t in my_split_qkv(qkv, h))),
+    Mutant("the example's heads", lambda qkv, h: my_split_qkv(qkv, 4)),
 ]
 
 
@@ -72,7 +87,7 @@ SPLIT = [
 def my_multi_head(x, W_Q, W_K, W_V, W_O, n_heads):
     B, T, d = x.shape
     d_head = d // n_heads
-    q, k, v = (my_split_heads(x @ W, n_heads) for W in (W_Q, W_K, W_V))  # each (B, h, T, d_head)
+    q, k, v = my_split_qkv(x @ torch.cat([W_Q, W_K, W_V], dim=1), n_heads)  # each (B, h, T, d_head)
     w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_head), dim=-1)  # (B, h, T, T)
     heads = w @ v  # (B, h, T, T) @ (B, h, T, d_head) -> (B, h, T, d_head)
     merged = heads.transpose(1, 2).reshape(B, T, d)  # (B, T, h, d_head) -> (B, T, d)
@@ -128,7 +143,7 @@ MULTI_HEAD = [
 
 EXERCISES = [
     Exercise(check.parameter_count, my_count, COUNT),
-    Exercise(check.split_heads, my_split_heads, SPLIT),
+    Exercise(check.split_qkv, my_split_qkv, SPLIT),
     Exercise(check.multi_head, my_multi_head, MULTI_HEAD),
 ]
 

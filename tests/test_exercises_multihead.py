@@ -10,26 +10,47 @@ def stub(*args):
     raise NotImplementedError
 
 
+def _count(d, h, dh, bias):
+    """Counted by building the four linear layers (an independent reference for the formula)."""
+    layers = [torch.nn.Linear(d, h * dh, bias=bias) for _ in range(3)] + [torch.nn.Linear(h * dh, d, bias=bias)]
+    return sum(p.numel() for layer in layers for p in layer.parameters())
+
+
 def test_parameter_count():
-    right = lambda d, h, bias: 4 * d * d + (4 * d if bias else 0)
+    right = lambda d, h, dh, bias: _count(d, h, dh, bias)
     assert check.parameter_count(right).passed
     assert check.parameter_count(stub).status == "not attempted"
-    assert "output projection" in check.parameter_count(lambda d, h, bias: 3 * d * d + (3 * d if bias else 0)).message
-    assert "does not depend on h" in check.parameter_count(lambda d, h, bias: h * right(d, h, bias)).message
-    assert "biases" in check.parameter_count(lambda d, h, bias: 4 * d * d).message
-    assert "no biases" in check.parameter_count(lambda d, h, bias: 4 * d * d + 4 * d).message
-    assert "whole number" in check.parameter_count(lambda d, h, bias: "many").message
+    usual = check.parameter_count(lambda d, h, dh, bias: 4 * d * d + (4 * d if bias else 0))
+    assert "width d_model // n_heads" in usual.message and "Gemma" in usual.message
+    no_out = lambda d, h, dh, bias: 3 * d * h * dh + (3 * h * dh if bias else 0)
+    assert "forgot the output projection" in check.parameter_count(no_out).message
+    assert "whole number" in check.parameter_count(lambda d, h, dh, bias: "many").message
 
 
-def test_split_heads():
-    right = lambda x, h: x.view(x.shape[0], x.shape[1], h, -1).transpose(1, 2)
-    assert check.split_heads(right).passed
-    assert check.split_heads(stub).status == "not attempted"
-    assert "transpose dims 1 and 2" in check.split_heads(lambda x, h: x.view(x.shape[0], x.shape[1], h, -1)).message
-    straight = lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1)
-    assert "mixes tokens" in check.split_heads(straight).message
-    slow = lambda x, h: x.view(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2)
-    assert "slower one" in check.split_heads(slow).message
+def test_the_count_matches_built_layers_on_every_case():
+    from companion.exercises.multihead import _COUNT_CASES, _count as formula
+    for _, d, h, dh, bias in _COUNT_CASES[:3] + _COUNT_CASES[5:]:  # the Gemma-sized ones allocate 50M floats
+        assert formula(d, h, dh, bias) == _count(d, h, dh, bias)
+    assert formula(3072, 16, 256, False) == 4 * 3072 * 4096  # Gemma 7B's attention, no biases
+
+
+def test_split_qkv():
+    def right(qkv, h):  # by slicing, not by a view: an independent reference
+        B, T, three_d = qkv.shape
+        d = three_d // 3
+        dh = d // h
+        return tuple(torch.stack([qkv[..., p * d + r * dh: p * d + (r + 1) * dh] for r in range(h)], dim=1)
+                     for p in range(3))
+
+    assert check.split_qkv(right).passed
+    assert check.split_qkv(stub).status == "not attempted"
+    per_head = lambda qkv, h: tuple(qkv.view(*qkv.shape[:2], h, 3, -1).permute(3, 0, 2, 1, 4))
+    assert "head by head" in check.split_qkv(per_head).message
+    no_transpose = lambda qkv, h: tuple(qkv.view(*qkv.shape[:2], 3, h, -1).permute(2, 0, 1, 3, 4))
+    assert "heads before tokens" in check.split_qkv(no_transpose).message
+    shuffled = lambda qkv, h: (lambda q, k, v: (q, v, k))(*right(qkv, h))
+    fb = check.split_qkv(shuffled)
+    assert fb.status == "hint" and "fails on the example's shape" in fb.message
 
 
 def make(scale="head", out_proj=True, dim=-1, transpose_back=True, heads=True):
@@ -59,9 +80,3 @@ def test_multi_head():
     right = make()
     transposed = lambda x, W_q, W_k, W_v, W_o, h: right(x, W_q.T, W_k.T, W_v.T, W_o.T, h)
     assert "transposed matrices" in check.multi_head(transposed).message
-
-
-def test_split_heads_fallback_never_claims_a_shape_mismatch_for_the_right_shape():
-    fb = check.split_heads(lambda x, h: x.view(x.shape[0], x.shape[1], h, -1).transpose(1, 2).flip(1))
-    assert fb.status == "hint" and "values are not in place" in fb.message
-    assert "expected shape" not in fb.message

@@ -6,65 +6,196 @@ import re
 
 import torch
 
-from ._core import require_graph, as_count, checker, close, first_difference, hint, passed, require_tensor, source_facts
+from . import _diff, rules
+from ._core import require_graph, describe, as_count, checker, close, first_difference, hint, passed, require_tensor, source_facts
+
+
+def _count(d, h, dh, bias):
+    """Multi-head attention with n_heads heads of width d_head: three projections d -> h d_head, one back."""
+    inner = h * dh
+    return 3 * (d * inner + (inner if bias else 0)) + inner * d + (d if bias else 0)
+
+
+# (label, d_model, n_heads, d_head, bias): the edge classes of the input space
+_COUNT_CASES = [
+    ("the usual shape, d_head = d_model / n_heads, with biases", 512, 8, 64, True),
+    ("the usual shape without biases", 768, 12, 64, False),
+    ("one head", 64, 1, 64, True),
+    ("heads wider than d_model / n_heads (Gemma 7B: 16 heads of 256 on d = 3072)", 3072, 16, 256, False),
+    ("heads wider than d_model / n_heads, with biases", 3072, 16, 256, True),
+    ("heads narrower than d_model / n_heads", 96, 4, 8, True),
+    ("heads of width 1", 10, 3, 1, True),
+    ("odd sizes (n_heads does not divide d_model)", 7, 3, 5, True),
+    ("odd sizes without biases", 7, 3, 5, False),
+    ("one head narrower than d_model", 6, 1, 2, False),
+]
+
+
+def _count_mistakes(d, h, dh, bias):
+    """(count, hint) for the mistakes a student can make in counting, on one case."""
+    inner, usual = h * dh, d // h
+    w = 4 * d * inner  # every weight of the right answer
+    b = 3 * inner + d if bias else 0
+    usual_width = ("that is the count for heads of width d_model // n_heads (the usual layer's 4 d_model^2, "
+                   "+ 4 d_model): here each head has the width d_head that the call passes, so the query, key and "
+                   "value projections are d_model x (n_heads * d_head), and W_O is (n_heads * d_head) x d_model; "
+                   "they are d_model x d_model only when n_heads * d_head = d_model.")
+    return [
+        (4 * d * d + (4 * d if bias else 0), usual_width),
+        (4 * d * h * usual + (3 * h * usual + d if bias else 0), usual_width),
+        (3 * d * inner + d * d + (3 * inner + d if bias else 0), "W_O reads the concatenated heads, "
+         "n_heads * d_head features, and writes d_model: it is (n_heads * d_head) x d_model, not d_model x d_model."),
+        (3 * d * inner + (3 * inner if bias else 0), "you counted W_Q, W_K and W_V but forgot the output "
+         "projection W_O (and its biases)."),
+        (w + (4 * d if bias else 0), "the biases: the query, key and value layers each have one bias per output "
+         "feature, n_heads * d_head of them; only W_O has d_model."),
+        (w + (4 * inner if bias else 0), "the biases: W_O has one bias per output feature, and it outputs d_model "
+         "features, not n_heads * d_head."),
+        (w, "with bias=True each of the four layers also has one bias per output feature."),
+        (w + 3 * inner + d, "with bias=False there are no biases to count."),
+        (4 * d * dh + (3 * dh + d if bias else 0), "that is one head: the n_heads heads each have their own "
+         "d_model x d_head slices of W_Q, W_K and W_V, and W_O reads all of them."),
+        (w + (3 * dh + d if bias else 0), "the biases: the query, key and value layers have n_heads * d_head "
+         "outputs each (all heads together), so n_heads * d_head biases each."),
+        (4 * d * d * h + (4 * d if bias else 0), "each head is d_model x d_head, not d_model x d_model."),
+    ]
 
 
 @checker("Exercise 3.1")
 def parameter_count(my_count) -> None:
-    """``my_count(d_model, n_heads, bias)``: parameters of multi-head attention with 4 (d, d) projections."""
-    for d, h, bias in [(512, 8, True), (64, 1, True), (768, 12, False), (256, 4, False)]:
-        expected = 4 * d * d + (4 * d if bias else 0)
-        call = f"my_count({d}, {h}, {bias})"
-        got = as_count(my_count(d, h, bias), call)
+    """``my_count(d_model, n_heads, d_head, bias)``: parameters of multi-head attention whose heads have width
+    ``d_head`` (queries, keys and values d -> n_heads d_head, output n_heads d_head -> d)."""
+    for label, d, h, dh, bias in _COUNT_CASES:
+        call = f"my_count({d}, {h}, {dh}, {bias})"
+        got = as_count(my_count(d, h, dh, bias), call)
+        expected = _count(d, h, dh, bias)
         if got == expected:
             continue
-        if got == 3 * d * d + (3 * d if bias else 0):
-            hint("you counted W_Q, W_K and W_V but forgot the output projection W_O (another d x d, plus d biases).")
-        if h > 1 and got in (h * expected, h * 4 * d * d + (4 * d if bias else 0), h * 3 * d * d + d * d + (4 * d if bias else 0)):
-            hint("each head has d_head = d / h columns, not d: the heads together cost the same as one full-width head, "
-                 "so the count does not depend on h.")
-        if got == 4 * d * d and bias:
-            hint(f"with bias=True each of the four layers also has d = {d} biases.")
-        if got == 4 * d * d + 4 * d and not bias:
-            hint("with bias=False there are no biases to count.")
-        if bias and got in (4 * d * d + d, 4 * d * d + 4 * d * h, 4 * d * d + 4 * (d // h), 4 * d * d + 4):
-            hint(f"each of the four linear layers has one bias per output feature: 4 x d = {4 * d} biases in all.")
-        if h > 1 and got in (4 * d * (d // h) + (4 * d // h if bias else 0), 3 * d * (d // h), 4 * d * (d // h) + (4 * d if bias else 0)):
-            hint("that is the size of one head's slices; the four projections are d x d in total.")
-        if got == 4 * 2 * d + (4 * d if bias else 0):
-            hint("a linear layer from d to d features has a d x d weight matrix (d squared numbers), not 2 d.")
-        hint(f"{call} returned {got}, but that is not the number of parameters.", generic=True)
-    passed("4 d^2 (+ 4 d biases), whatever the number of heads.")
+        for wrong, message in _count_mistakes(d, h, dh, bias):
+            if got == wrong:
+                hint(f"{call} ({label}) returned {got:,}: {message}")
+        hint(f"{call} returned {got:,}: that is not the number of parameters, on {label}. Count each of the four "
+             "linear layers as (inputs x outputs) weights plus one bias per output.", generic=True)
+    passed("3 d (h d_head) + (h d_head) d weights, 3 h d_head + d biases: equal to 4 d^2 + 4 d only when "
+           "h d_head = d.")
+
+
+# (label, B, T, d_model, n_heads, dtype): the edge classes of the input space
+_QKV_CASES = [
+    ("the example's shape (2, 5, 3 x 16), 4 heads", 2, 5, 16, 4, torch.float32),
+    ("a batch of one", 1, 4, 12, 3, torch.float32),
+    ("a single token", 3, 1, 8, 2, torch.float32),
+    ("one head", 2, 3, 6, 1, torch.float32),
+    ("heads of width 1", 2, 3, 5, 5, torch.float32),
+    ("odd sizes (B = 3, T = 7, 5 heads of 3)", 3, 7, 15, 5, torch.float32),
+    ("float64", 2, 4, 12, 2, torch.float64),
+]
+
+
+def _qkv_reference(qkv, h):
+    B, T, three_d = qkv.shape
+    return tuple(qkv.reshape(B, T, 3, h, three_d // (3 * h)).permute(2, 0, 3, 1, 4))
+
+
+def _qkv_mistakes(qkv, h):
+    """(q, k, v, hint) for the mistakes of the layout a student can make."""
+    B, T, three_d = qkv.shape
+    d = three_d // 3
+    dh = d // h
+    ref = _qkv_reference(qkv, h)
+    per_head = qkv.reshape(B, T, h, 3, dh).permute(3, 0, 2, 1, 4)
+    fast_head = qkv.reshape(B, T, 3, dh, h).permute(2, 0, 4, 1, 3)
+    parts_fast = qkv.reshape(B, T, h, dh, 3).permute(4, 0, 2, 1, 3)
+    straight = qkv.reshape(B, 3, h, T, dh).transpose(0, 1)
+    straight2 = qkv.reshape(3, B, h, T, dh)
+    no_transpose = qkv.reshape(B, T, 3, h, dh).permute(2, 0, 1, 3, 4)
+    return [
+        (tuple(per_head), "you read the features head by head (the queries, keys and values of head 0, then of head "
+         "1, ...), a layout some libraries use; here all d queries come first, then the d keys, then the d values, "
+         "and within each part head r holds features r * d_head to (r + 1) * d_head - 1."),
+        (tuple(fast_head), "within each part the head index must be the slower one: feature f of the queries belongs "
+         "to head f // d_head, so view each part as (h, d_head), not (d_head, h)."),
+        (tuple(parts_fast), "the part (query, key or value) is the slowest index of the last axis: the first d "
+         "features are the queries; it is not the fastest one."),
+        (tuple(straight), "reshaping straight to (B, 3, h, T, d_head) mixes the tokens: view as (B, T, 3, h, d_head) "
+         "first, then move the axes."),
+        (tuple(straight2), "reshaping straight to (3, B, h, T, d_head) mixes the tokens: view as (B, T, 3, h, d_head) "
+         "first, then move the axes."),
+        (tuple(no_transpose), "each of q, k, v should be (B, n_heads, T, d_head), heads before tokens: you left them "
+         "as (B, T, n_heads, d_head)."),
+        ((ref[1], ref[0], ref[2]), "queries and keys are swapped: the first d features are the queries."),
+        ((ref[2], ref[1], ref[0]), "the parts are in the wrong order: queries first, then keys, then values."),
+        (tuple(t.transpose(-2, -1) for t in ref), "the last two axes are swapped: each head holds (T, d_head), one "
+         "row per token."),
+    ]
+
+
+def _three(got, text):
+    """The student's (q, k, v): a tuple or a list of three tensors."""
+    if isinstance(got, torch.Tensor):
+        if got.dim() == 5 and got.shape[0] == 3:
+            hint(f"{text} returned one stacked tensor of shape {tuple(got.shape)}: return the three tensors "
+                 "(q, k, v), for example with .unbind(0).")
+        hint(f"wrong type: {text} should return three tensors (q, k, v); it returned one tensor of shape "
+             f"{tuple(got.shape)}.")
+    if not isinstance(got, (tuple, list)) or len(got) != 3:
+        hint(f"wrong type: {text} should return three tensors (q, k, v), as a tuple; it returned {describe(got)}.")
+    return [_diff.real_tensor(t, text, "three tensors (q, k, v)") for t in got]
+
+
+def _same_triple(got, expected, label, text, precision_hint=True):
+    return all(_diff.same_values(g, e, label, text, name, precision_hint=precision_hint)
+               for g, e, name in zip(got, expected, "qkv"))
 
 
 @checker("Exercise 3.2")
-def split_heads(my_split_heads) -> None:
-    """``my_split_heads(x, n_heads)``: (B, T, d) -> (B, h, T, d / h), head i holding features i*d_head..(i+1)*d_head."""
-    for B, T, d, h in ((2, 3, 8, 4), (1, 5, 6, 2)):
-        x = torch.arange(B * T * d, dtype=torch.float32).reshape(B, T, d)
-        expected = x.view(B, T, h, d // h).transpose(1, 2)
-        got = require_tensor(my_split_heads(x.clone(), h))
-        if close(got, expected):
+def split_qkv(my_split_qkv) -> None:
+    """``my_split_qkv(qkv, n_heads)``: the output of one fused projection, (B, T, 3 d) laid out as
+    [queries | keys | values], -> (q, k, v), each (B, n_heads, T, d / n_heads)."""
+    g = torch.Generator().manual_seed(32)
+    runs = [(label, B, T, d, h, dtype, False, False, True) for label, B, T, d, h, dtype in _QKV_CASES]
+    runs.append(("random values", 2, 3, 12, 3, torch.float32, False, False, False))
+    runs.append(("an input with requires_grad", 2, 3, 12, 3, torch.float32, True, False, False))
+    runs.append(("a call under torch.no_grad()", 2, 3, 12, 3, torch.float32, False, True, False))
+    for index, (label, B, T, d, h, dtype, grad, no_grad, counting) in enumerate(runs):
+        if counting:  # every number tells where it came from
+            qkv = torch.arange(B * T * 3 * d, dtype=dtype).reshape(B, T, 3 * d)
+        else:
+            qkv = torch.randn(B, T, 3 * d, generator=g, dtype=dtype)
+        text = f"my_split_qkv(qkv of shape {(B, T, 3 * d)}, n_heads={h})"
+        kept = []
+        got = _diff.call(my_split_qkv, (qkv, h), label, grad=grad, no_grad=no_grad, name="my_split_qkv",
+                         first=index == 0, keep=kept)
+        got = _three(got, text)
+        if not torch.equal(kept[0].detach(), qkv):
+            hint(f"my_split_qkv changed qkv in place ({label}): the caller's tensor must stay as it was.")
+        expected = _qkv_reference(qkv, h)
+        if _same_triple(got, expected, label, text, precision_hint=False):
+            if grad and rules.is_remote(my_split_qkv):  # the grader's proxy: the graph stays in the kernel
+                require_graph(my_split_qkv, (qkv, h), grad=(0,))
+            elif grad:
+                if not all(t.requires_grad for t in got):
+                    hint(f"{text} ({label}): q, k and v must stay connected to qkv (no .detach(), no "
+                         "torch.no_grad() inside, no NumPy), or no gradient reaches the projection.")
+                weights = [torch.randn(t.shape, generator=g) for t in got]
+                (grad_in,) = torch.autograd.grad(sum((t * w).sum() for t, w in zip(got, weights)), kept[0])
+                wanted = torch.stack([w.transpose(1, 2) for w in weights], dim=2).reshape(B, T, 3 * d)
+                if not close(grad_in, wanted, rtol=1e-5, atol=1e-6):
+                    hint(f"{text} ({label}): the gradient does not reach each feature of qkv exactly once: "
+                         f"{first_difference(grad_in, wanted, 'd qkv')}.", generic=True)
             continue
-        if tuple(got.shape) == (B, T, h, d // h):
-            hint("the shape is (B, T, h, d_head): also transpose dims 1 and 2 so that heads come before tokens.")
-        if tuple(got.shape) == tuple(expected.shape):
-            if close(got, x.reshape(B, h, T, d // h)):
-                hint("reshaping straight to (B, h, T, d_head) mixes tokens across heads: reshape to "
-                     "(B, T, h, d_head) first, then transpose(1, 2).")
-            if close(got, x.view(B, T, d // h, h).permute(0, 3, 1, 2)):
-                hint("the head index must be the slower one: feature f belongs to head f // d_head, so view as "
-                     "(B, T, h, d_head), not (B, T, d_head, h).")
-            hint("the shape is right but the values are not in place; head r must hold features "
-                 f"r * d_head .. (r + 1) * d_head - 1 of every token: {first_difference(got, expected)}.",
-                 generic=True)
-        if tuple(got.shape) == (B, h, d // h, T):
-            hint("the last two dimensions are swapped: each head holds (T, d_head), one row per token.")
-        if tuple(got.shape) == (B * h, T, d // h):
-            hint("keep the batch and head dimensions apart: the result is (B, h, T, d_head), four dimensions.")
-        hint(f"for x of shape {(B, T, d)} and n_heads={h} expected shape (B, h, T, d_head) = "
-             f"{tuple(expected.shape)}, got {tuple(got.shape)}.", generic=True)
-    passed("view as (B, T, h, d_head), then swap T and h: each head sees every token.")
+        for wrong, message in _qkv_mistakes(qkv, h):
+            if all(g_.shape == w.shape and close(g_.to(w.dtype), w) for g_, w in zip(got, wrong)):
+                hint(f"{text} fails on {label}: {message}")
+        for g_, e in zip(got, expected):
+            _diff.precision(g_, e, label, text)
+        names = [n for n, g_, e in zip("qkv", got, expected)
+                 if not _diff.same_values(g_, e, label, text, n, precision_hint=False)]
+        for n, g_, e in zip("qkv", got, expected):
+            if n == names[0]:
+                _diff.generic(g_, e, label, text, n)
+    passed("view as (B, T, 3, h, d_head), then move the part to the front and the heads before the tokens: "
+           "one fused projection feeds every head.")
 
 
 def _reference(x, W_q, W_k, W_v, W_o, n_heads, *, scale_by=None, out_proj=True, dim=-1, heads=True):
