@@ -117,36 +117,47 @@ CROSSOVER = [
 
 
 # --- 6.3 ---------------------------------------------------------------------------------------------
-def my_block_params(d_model, n_heads, d_ff):
-    attention = 4 * d_model * d_model + 4 * d_model  # W_Q, W_K, W_V, W_O and biases, whatever n_heads
-    feed_forward = 2 * d_model * d_ff + d_ff + d_model
-    norms = 2 * 2 * d_model
-    return attention + feed_forward + norms
+def my_block_params(d_model, d_ff, cross_attention, bias):
+    b = 1 if bias else 0
+    attention = 4 * d_model * d_model + 4 * d_model * b  # W_Q, W_K, W_V, W_O
+    norm = d_model * (1 + b)  # scale, and shift with biases
+    feed_forward = 2 * d_model * d_ff + (d_ff + d_model) * b
+    n = 2 if cross_attention else 1
+    return n * (attention + norm) + norm + feed_forward
 
 
-def _count(attention=lambda d, h: 4 * d * d + 4 * d, ff=lambda d, f: 2 * d * f + f + d, norms=lambda d: 4 * d):
-    return lambda d, h, f: attention(d, h) + ff(d, f) + norms(d)
+def _count(attention=lambda d, b: 4 * d * d + 4 * d * b, norm=lambda d, b: d * (1 + b),
+           ff=lambda d, f, b: 2 * d * f + (f + d) * b, n_norms=lambda c: 3 if c else 2, n_attn=lambda c: 2 if c else 1):
+    return lambda d, f, c, bias: (n_attn(c) * attention(d, int(bias)) + n_norms(c) * norm(d, int(bias))
+                                  + ff(d, f, int(bias)))
 
 
 BLOCK_PARAMS = [
-    Mutant("d_ff = 4 d", _count(ff=lambda d, f: 2 * d * 4 * d + 4 * d + d), "use the d_ff you are given"),
-    Mutant("d_ff = d", _count(ff=lambda d, f: 2 * d * d + 2 * d), "hidden layer of the feed-forward network"),
-    Mutant("no LayerNorms", _count(norms=lambda d: 0), "4 d_model parameters are missing"),
-    Mutant("no biases", _count(attention=lambda d, h: 4 * d * d, ff=lambda d, f: 2 * d * f), "biases are missing"),
-    Mutant("no biases nor norms", _count(attention=lambda d, h: 4 * d * d, ff=lambda d, f: 2 * d * f, norms=lambda d: 0),
-           "both the biases and the LayerNorm"),
-    Mutant("no W_O", _count(attention=lambda d, h: 3 * d * d + 3 * d), "output projection W_O"),
-    Mutant("per head full width", _count(attention=lambda d, h: h * (4 * d * d + 4 * d)), "heads share the projections"),
-    Mutant("norms scale only", _count(norms=lambda d: 2 * d), "a scale and a shift"),
-    Mutant("no feed-forward biases", _count(ff=lambda d, f: 2 * d * f), "feed-forward biases are missing"),
-    Mutant("a fraction (true division by n_heads)", lambda d, h, f: my_block_params(d, h, f) + (d / h) % 1 + 0.5,
-           "not a whole number"),
-    Mutant("truncated d_head", _count(attention=lambda d, h: 3 * h * d * int(d / h * 0.9) + d * d + 4 * d)),
-    Mutant("returns a string", lambda d, h, f: f"{my_block_params(d, h, f):,}", "whole number"),
-    Mutant("returns None", lambda d, h, f: None, "whole number"),
-    Mutant("off by one", lambda d, h, f: my_block_params(d, h, f) - 1),
-    Mutant("returns a tensor of floats", lambda d, h, f: torch.tensor(my_block_params(d, h, f) + 0.25),
+    Mutant("d_ff = 4 d", _count(ff=lambda d, f, b: 2 * d * 4 * d + (5 * d) * b), "use the d_ff you are given"),
+    Mutant("d_ff = d", _count(ff=lambda d, f, b: 2 * d * d + 2 * d * b), "hidden layer of the feed-forward network"),
+    Mutant("ignores cross_attention", lambda d, f, c, b: my_block_params(d, f, False, b), "second attention sublayer"),
+    Mutant("no third LayerNorm", _count(n_norms=lambda c: 2), "its own LayerNorm: three LayerNorms"),
+    Mutant("cross-attention without W_O", lambda d, f, c, b: my_block_params(d, f, c, b) - (d * d + d * b if c else 0),
+           "W_O included"),
+    Mutant("cross-attention with Q and O only", lambda d, f, c, b: my_block_params(d, f, c, b)
+           - (2 * d * d + 2 * d * b if c else 0), "their own d_model x d_model projections"),
+    Mutant("LayerNorm shift kept without biases", _count(norm=lambda d, b: 2 * d), "no shift either"),
+    Mutant("LayerNorm scale dropped too", _count(norm=lambda d, b: d * b), None),
+    Mutant("linear biases kept without biases", _count(attention=lambda d, b: 4 * d * d + 4 * d,
+                                                       ff=lambda d, f, b: 2 * d * f + f + d), "no linear layer"),
+    Mutant("ignores bias", lambda d, f, c, b: my_block_params(d, f, c, True), "no biases to count"),
+    Mutant("norms scale only", _count(norm=lambda d, b: d), "a scale and a shift"),
+    Mutant("no feed-forward biases", _count(ff=lambda d, f, b: 2 * d * f), "feed-forward biases are missing"),
+    Mutant("no attention biases", _count(attention=lambda d, b: 4 * d * d), "projections' biases are missing"),
+    Mutant("no LayerNorms", _count(n_norms=lambda c: 0), "one before each sublayer"),
+    Mutant("12 d^2 + 13 d", lambda d, f, c, b: 12 * d * d + 13 * d),
+    Mutant("a fraction", lambda d, f, c, b: my_block_params(d, f, c, b) + 0.5, "not a whole number"),
+    Mutant("returns a string", lambda d, f, c, b: f"{my_block_params(d, f, c, b):,}", "whole number"),
+    Mutant("returns None", lambda d, f, c, b: None, "whole number"),
+    Mutant("off by one", lambda d, f, c, b: my_block_params(d, f, c, b) - 1),
+    Mutant("returns a tensor of floats", lambda d, f, c, b: torch.tensor(my_block_params(d, f, c, b) + 0.25),
            "a float"),
+    Mutant("a constant", lambda d, f, c, b: 7, None),
 ]
 
 

@@ -37,27 +37,40 @@ def count(d, h, d_ff):
     return 4 * d * d + 4 * d + 2 * d * d_ff + d_ff + d + 4 * d
 
 
+def _built(d, d_ff, cross, bias):
+    """Counted on layers built with torch.nn (an independent reference for the formula)."""
+    layers = [torch.nn.Linear(d, d, bias=bias) for _ in range(8 if cross else 4)]
+    layers += [torch.nn.LayerNorm(d, bias=bias) for _ in range(3 if cross else 2)]
+    layers += [torch.nn.Linear(d, d_ff, bias=bias), torch.nn.Linear(d_ff, d, bias=bias)]
+    return sum(p.numel() for layer in layers for p in layer.parameters())
+
+
+def test_the_reference_count_equals_the_built_blocks():
+    from companion.block import DecoderBlock, TransformerBlock
+    from companion.exercises.block import _BLOCK_CASES, _right_count
+    for _, d, d_ff, cross, bias in _BLOCK_CASES:
+        block = DecoderBlock(d, 1, d_ff, bias=bias) if cross else TransformerBlock(d, 1, d_ff, bias=bias)
+        assert _right_count(d, d_ff, cross, bias) == _built(d, d_ff, cross, bias) == sum(
+            p.numel() for p in block.parameters())
+
+
 @pytest.mark.parametrize(
     "wrong,expected",
     [
-        (lambda d, h, d_ff: count(d, h, 4 * d), "use the d_ff you are given"),
-        (lambda d, h, d_ff: count(d, h, d), "hidden layer of the feed-forward network has d_ff units"),
-        (lambda d, h, d_ff: count(d, h, d_ff) - 4 * d, "4 d_model parameters are missing"),
-        (lambda d, h, d_ff: 4 * d * d + 2 * d * d_ff + 4 * d, "biases are missing"),
-        (lambda d, h, d_ff: 4 * d * d + 2 * d * d_ff, "both the biases and the LayerNorm"),
-        (lambda d, h, d_ff: count(d, h, d_ff) - d * d - d, "output projection W_O"),
-        (lambda d, h, d_ff: count(d, h, d_ff) + (h - 1) * (4 * d * d + 4 * d), "the heads share the projections"),
-        (lambda d, h, d_ff: count(d, h, d_ff) - 3 * d * d + 3 * d * (d // h), "each head's W_Q is d_model x d_head"),
-        (lambda d, h, d_ff: 12 * d * d, "the count is not"),  # 12 d^2 ignores d_ff: no one mistake explains it
-        (lambda d, h, d_ff: 7, "whatever the arguments"),
-        (lambda d, h, d_ff: "many", "whole number"),
+        (lambda d, f, c, b: _built(d, 4 * d, c, b), "use the d_ff you are given"),
+        (lambda d, f, c, b: _built(d, f, False, b), "second attention sublayer"),
+        (lambda d, f, c, b: _built(d, f, c, True), "no biases to count"),
+        (lambda d, f, c, b: _built(d, f, c, b) + (0 if b else (3 if c else 2) * d), "no shift either"),
+        (lambda d, f, c, b: 12 * d * d + 13 * d, "not the number of parameters"),
+        (lambda d, f, c, b: 7, "whatever the arguments"),
+        (lambda d, f, c, b: "many", "whole number"),
     ],
 )
 def test_block_params(wrong, expected):
-    assert check.block_params(count).passed
+    assert check.block_params(_built).passed  # building is allowed: the check watches the count
     # the companion agrees (its values are right), but using it is not doing the exercise
     assert "the values are right, but your code uses companion.block" in check.block_params(
-        lambda d, h, d_ff: block_parameters(d, d_ff)).message
+        lambda d, f, c, b: block_parameters(d, f, bias=b, cross_attention=c)).message
     fb = check.block_params(wrong)
     assert fb.status == "hint" and expected in fb.message, fb
 
@@ -69,7 +82,7 @@ def test_stub_not_attempted(fn):
 
 
 def test_block_params_rejects_a_fractional_count():
-    right = lambda d, h, f: 4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d  # noqa: E731
-    assert "a float" in check.block_params(lambda d, h, f: float(right(d, h, f))).message  # a count is an int
-    fb = check.block_params(lambda d, h, f: right(d, h, f) + 0.7)  # int() would have truncated it to right
+    right = lambda d, f, c, b: _built(d, f, c, b)  # noqa: E731
+    assert "a float" in check.block_params(lambda d, f, c, b: float(right(d, f, c, b))).message  # a count is an int
+    fb = check.block_params(lambda d, f, c, b: right(d, f, c, b) + 0.7)  # int() would have truncated it to right
     assert fb.status == "hint" and "not a whole number" in fb.message

@@ -323,74 +323,101 @@ def crossover(my_crossover) -> None:
     passed("n = 2 d + d_ff: 6 d for GPT-2's d_ff = 4 d, less for a narrower feed-forward network.")
 
 
-def _right_count(d_model: int, d_ff: int) -> int:
-    return 4 * d_model * d_model + 4 * d_model + 2 * d_model * d_ff + d_ff + d_model + 4 * d_model
+def _right_count(d: int, d_ff: int, cross: bool, bias: bool) -> int:
+    """One pre-norm block: self-attention, cross-attention (if asked) and the feed-forward network, each
+    with its own LayerNorm; bias=False: no bias anywhere, LayerNorms without their shift."""
+    b = 1 if bias else 0
+    attention = 4 * d * d + b * 4 * d
+    norm = d + b * d
+    ff = 2 * d * d_ff + b * (d_ff + d)
+    n = 2 if cross else 1
+    return n * attention + (n + 1) * norm + ff
 
 
-_D_FF = "use the d_ff you are given, not 4 * d_model: the ratio is a choice of configuration."
-_HIDDEN = "the hidden layer of the feed-forward network has d_ff units: linear1 is d_model x d_ff, linear2 d_ff x d_model."
-_FOUR_D = ("4 d_model parameters are missing: either the two LayerNorms' scales and shifts (2 d_model each) or "
-           "the biases of the four attention projections (d_model each).")
-_LN = "the two LayerNorms have parameters too: a scale and a shift of size d_model each (4 d_model)."
-_ALL_BIASES = ("the biases are missing: d_model for each of the four projections, d_ff and d_model in the "
-               "feed-forward network.")
-_BOTH = "both the biases and the LayerNorm parameters are missing."
-_W_O = "the output projection W_O (d_model x d_model, plus its bias) is missing: four projections, not three."
-_SHARED = ("the heads share the projections: each head uses d_model/n_heads columns of W_Q, W_K, W_V, so "
-           "attention has 4 d_model^2 (+ 4 d_model) parameters whatever n_heads is.")
-_PER_HEAD = "each head's W_Q is d_model x d_head, and there are n_heads of them: together d_model x d_model."
-_ONE_VECTOR = "each LayerNorm has two vectors of size d_model, a scale and a shift: 4 d_model for the two."
-_FF_BIASES = "the feed-forward biases are missing: d_ff for the first layer and d_model for the second."
-_BLOCK_MESSAGES = [_D_FF, _HIDDEN, _FOUR_D, _ALL_BIASES, _BOTH, _W_O, _SHARED, _PER_HEAD, _ONE_VECTOR, _FF_BIASES]
+# (label, d_model, d_ff, cross_attention, bias): the edge classes of the input space
+_BLOCK_CASES = [
+    ("GPT-2 small's block (d_model 768, d_ff 3072, biases)", 768, 3072, False, True),
+    ("a decoder block of the original transformer (512, 2048, cross-attention, biases)", 512, 2048, True, True),
+    ("a block without biases (bias=False)", 768, 3072, False, False),
+    ("a decoder block without biases", 64, 256, True, False),
+    ("d_ff that is not 4 d_model", 30, 7, False, True),
+    ("a decoder block with d_ff that is not 4 d_model", 30, 7, True, True),
+    ("d_model = d_ff = 1", 1, 1, True, True),
+    ("odd sizes without biases", 33, 100, False, False),
+]
 
 
-def _block_mistakes(d, h, d_ff, right):
-    return [
-        (lambda got: got == _right_count(d, 4 * d) and d_ff != 4 * d, _D_FF),
-        (lambda got: got == _right_count(d, d) and d_ff != d, _HIDDEN),
-        (lambda got: got == right - 4 * d, _FOUR_D),
-        (lambda got: got == right - 4 * d - d_ff - d, _ALL_BIASES),
-        (lambda got: got == right - 4 * d - d_ff - d - 4 * d, _BOTH),
-        (lambda got: got == right - d * d - d, _W_O),
-        (lambda got: h > 1 and (got == right + (h - 1) * (4 * d * d + 4 * d) or got == right + (h - 1) * (3 * d * d + 3 * d)),
-         _SHARED),
-        (lambda got: h > 1 and (got == right + (h - 1) * 3 * (d * d // h) or got == right - 3 * d * d + 3 * d * (d // h)),
-         _PER_HEAD),
-        (lambda got: got == right - 2 * d, _ONE_VECTOR),
-        (lambda got: got == right - d_ff - d, _FF_BIASES),
+def _block_mistakes(d, d_ff, cross, bias):
+    """(count, hint) for the counting mistakes a student can make, on one case."""
+    b = 1 if bias else 0
+    right = _right_count(d, d_ff, cross, bias)
+    attention, norm = 4 * d * d + b * 4 * d, d + b * d
+    out = [
+        (_right_count(d, 4 * d, cross, bias), "use the d_ff you are given, not 4 * d_model: the ratio is a choice "
+         "of configuration."),
+        (_right_count(d, d, cross, bias), "the hidden layer of the feed-forward network has d_ff units: linear1 is "
+         "d_model x d_ff, linear2 d_ff x d_model."),
     ]
+    if cross:
+        out += [
+            (_right_count(d, d_ff, False, bias), "with cross_attention=True the block has a second attention "
+             "sublayer (queries from the target, keys and values from the encoder), with its own four projections "
+             "and its own LayerNorm."),
+            (right - norm, "the cross-attention sublayer has its own LayerNorm: three LayerNorms in a decoder "
+             "block, one before each sublayer."),
+            (right - attention, "the cross-attention has its own four projections (W_Q, W_K, W_V and W_O); it "
+             "shares nothing with the self-attention."),
+            (right - d * d - b * d, "the cross-attention has four projections too, W_O included."),
+            (right - 2 * d * d - 2 * b * d, "the cross-attention's keys and values read the encoder's output with "
+             "their own d_model x d_model projections: count all four of its projections."),
+        ]
+    if bias:
+        out += [
+            (right - (2 + cross) * d, "each LayerNorm has a scale and a shift, d_model each."),
+            (right - (4 * (1 + cross) + 1) * d - d_ff, "with bias=True every linear layer has one bias per output "
+             "feature: d_model for each attention projection, d_ff and d_model in the feed-forward network."),
+            (right - d_ff - d, "the feed-forward biases are missing: d_ff for the first layer and d_model for the "
+             "second."),
+            (right - 4 * (1 + cross) * d, "the attention projections' biases are missing: d_model for each of W_Q, "
+             "W_K, W_V and W_O."),
+        ]
+    else:
+        out += [
+            (right + (2 + cross) * d, "with bias=False the LayerNorms have no shift either (nn.LayerNorm(d, "
+             "bias=False)): only their scale, d_model each."),
+            (right - (2 + cross) * d, "with bias=False the LayerNorms keep their scale, d_model each; only the "
+             "shift goes."),
+            (_right_count(d, d_ff, cross, True) - (2 + cross) * d, "with bias=False no linear layer has a bias "
+             "either: the attention projections and the feed-forward layers lose theirs."),
+            (_right_count(d, d_ff, cross, True), "with bias=False there are no biases to count, and the LayerNorms "
+             "have no shift."),
+        ]
+    out.append((right - norm * (2 + cross), "the LayerNorms have parameters too: one before each sublayer."))
+    return out
 
 
 @checker("Exercise 6.3")
 def block_params(my_block_params) -> None:
-    """``my_block_params(d_model, n_heads, d_ff)``: parameters of one block (attention with biases,
-    two LayerNorms with scale and shift, feed-forward with biases)."""
-    cases = [(768, 12, 3072), (64, 4, 100), (30, 3, 7), (16, 16, 1), (100, 5, 60)]
-    answers = [as_count(my_block_params(d, h, d_ff), f"my_block_params({d}, {h}, {d_ff})") for d, h, d_ff in cases]
-    rights = [_right_count(d, d_ff) for d, h, d_ff in cases]
-    if answers == rights:
-        passed("one block has 4d² + 2 d d_ff weights plus 9d + d_ff biases and norm parameters; 12d² + 13d with "
-               "d_ff = 4d.")
-    if len(set(answers)) == 1:
-        hint(f"you returned {answers[0]} whatever the arguments: compute the count from d_model, n_heads and d_ff.")
-    # a mistake is named only when it explains every case
-    explained = {}
-    for (d, h, d_ff), got, right in zip(cases, answers, rights):
-        if got == right:
-            continue  # a mistake may give the right count for some arguments (d_ff = 4 d_model)
-        found = set()
-        for test, message in _block_mistakes(d, h, d_ff, right):
-            if test(got):
-                found.add(message)
-        explained[(d, h, d_ff)] = found
-    common = set.intersection(*explained.values())
-    for message in _BLOCK_MESSAGES:
-        if message in common:
-            hint(message)
-    for (d, h, d_ff), got, right in zip(cases, answers, rights):
-        if got == right:
-            continue
-        hint(f"for d_model={d}, n_heads={h}, d_ff={d_ff} the count is not {got}: add attention (four "
-             "d_model x d_model matrices with biases), two LayerNorms and the two feed-forward layers with biases.",
-             generic=True)
-    raise AssertionError  # unreachable: the answers differ from the right counts somewhere
+    """``my_block_params(d_model, d_ff, cross_attention, bias)``: parameters of one pre-norm block: self-attention,
+    cross-attention with its own LayerNorm when asked, the feed-forward network; ``bias=False``: no bias anywhere,
+    LayerNorms without their shift."""
+    calls = [f"my_block_params({d}, {d_ff}, {cross}, {bias})" for _, d, d_ff, cross, bias in _BLOCK_CASES]
+    answers = [as_count(my_block_params(*case[1:]), call) for case, call in zip(_BLOCK_CASES, calls)]
+    rights = [_right_count(*case[1:]) for case in _BLOCK_CASES]
+    if answers != rights and len(set(answers)) == 1:
+        hint(f"you returned {answers[0]:,} whatever the arguments: compute the count from d_model, d_ff, "
+             "cross_attention and bias.")
+    # a mistake is named only when it explains every case that fails (counts of two mistakes can coincide)
+    failing = [(case, call, got) for case, call, got, right in zip(_BLOCK_CASES, calls, answers, rights)
+               if got != right]
+    if failing:
+        explained = [[m for wrong, m in _block_mistakes(*case[1:]) if got == wrong] for case, _, got in failing]
+        common = [m for m in explained[0] if all(m in e for e in explained[1:])]
+        (label, *_), call, got = failing[0]
+        if common:
+            hint(f"{call} ({label}) returned {got:,}: {common[0]}")
+        hint(f"{call} returned {got:,}: that is not the number of parameters, on {label}. Add each sublayer: "
+             "attention's four d_model x d_model projections, the feed-forward network's two layers, one LayerNorm "
+             "per sublayer, and the biases only when bias is True.", generic=True)
+    passed("a decoder block adds one attention and one LayerNorm, 4 d^2 + 6 d with biases; bias=False drops "
+           "every bias and the LayerNorms' shifts.")

@@ -254,3 +254,12 @@ def my_block_params(d_model, n_heads, d_ff):
     block = 4 * d * d + 2 * d * d_ff + 9 * d + d_ff
     return 12 * block + 50257 * d + 1024 * d + 2 * d
 """)
+
+
+# ------------------------------------------------------------- retired ---
+# Exercise 6.3 was replaced (issue 28): my_block_params(d_model, d_ff, cross_attention, bias) counts
+# the decoder block and blocks without biases. The cases above were written for the old signature
+# (d_model, n_heads, d_ff) and no longer apply; the new exercise's outside cases are in
+# round3f/ch06.py. The junk battery runs on the new signature.
+CASES = [c for c in CASES if c["exercise"] != "6.3"]
+CASES += junk_cases(MODULE, {"6.3": ("block_params", "my_block_params", "d_model, d_ff, cross_attention, bias")})
