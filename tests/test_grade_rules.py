@@ -341,3 +341,42 @@ def test_a_partly_detached_forward_pass_fails_9_3_in_grading_as_in_the_notebook(
     assert not verdict.passed
     got = graded["s2s_partly_detached 9.3"]
     assert got["status"] == "not yet" and got["message"] == verdict.message, got
+
+
+ROTARY_HALF_DETACHED = '''
+from companion.positional import apply_rotary
+
+def my_rotary_qk(q, k, offset):
+    return apply_rotary(q, offset=offset), apply_rotary(k, offset=offset).detach()
+'''
+ROTARY_RIGHT = '''
+from companion.positional import apply_rotary
+
+def my_rotary_qk(q, k, offset):
+    return apply_rotary(q, offset=offset), apply_rotary(k, offset=offset)
+'''
+
+
+@pytest.mark.parametrize("source", [ROTARY_RIGHT, ROTARY_HALF_DETACHED], ids=["right", "keys detached"])
+def test_a_pair_result_has_its_gradients_checked_in_the_grader_as_in_the_notebook(source):
+    """Issue 30: each item of a tuple result (5.6's rotated queries and keys, 3.2's q, k and v) comes
+    back with its backward pass relayed to the kernel, so the checker's gradient test runs in the
+    grader as in the notebook. Before, a pair came back as data and 5.6 skipped its gradients there:
+    keys detached inside the student's function passed in the grader and failed in the notebook."""
+    from companion.exercises import early_extra
+    from companion.grading.sandbox import Sandbox, release
+    from companion.grading.session import StudentKernel, kernel_env
+
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(source), "<IPY-INPUT>", "exec"), namespace)
+    in_notebook = early_extra.rotary_qk(namespace["my_rotary_qk"])
+    sandbox = Sandbox.detect().reserve(1)
+    sk = StudentKernel([(0, textwrap.dedent(source))], sandbox, 0, kernel_env(), Limits(notebook=120, cell=60))
+    try:
+        sk.run()
+        in_grader = early_extra.rotary_qk(sk.lookup("my_rotary_qk"))
+    finally:
+        sk.close()
+        release(sandbox)
+    assert (in_grader.status, in_grader.message) == (in_notebook.status, in_notebook.message)
+    assert in_grader.passed == (source is ROTARY_RIGHT)

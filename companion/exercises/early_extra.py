@@ -25,7 +25,6 @@ import torch
 
 from . import _diff
 from ._core import StudentError, checker, describe, hint, passed
-from . import rules
 from .rules import watch
 
 __all__ = ["saturation", "equivariance_test", "dependency_map", "three_back", "rotary_qk"]
@@ -643,12 +642,12 @@ def rotary_qk(my_rotary_qk) -> None:
             if not torch.equal(given[0].detach(), q) or not torch.equal(given[1].detach(), k):
                 hint("your function changed q or k in place; return new tensors and leave the inputs as they were "
                      "(a cache may hold them).")
-            _rotary_pair(out, call, where, q, k, offset, grad, given, rules.is_remote(my_rotary_qk))
+            _rotary_pair(out, call, where, q, k, offset, grad, given)
     passed("every head's queries and keys turn by their absolute position, offset + t: with a cache, "
            "a new token continues where the cached ones stopped.")
 
 
-def _rotary_pair(out, call, where, q, k, offset, grad, given, remote=False) -> None:
+def _rotary_pair(out, call, where, q, k, offset, grad, given) -> None:
     """5.6's verdict on one call: the pair's type, dtype, shape, gradients and values."""
     B, h, T, dh = q.shape
     if not isinstance(out, (tuple, list)) or len(out) != 2:  # a tuple or a list, as 1.5 and 8.6
@@ -667,7 +666,7 @@ def _rotary_pair(out, call, where, q, k, offset, grad, given, remote=False) -> N
     q_ref, k_ref = _rope(q, offset), _rope(k, offset)
     strict = dict(rtol=1e-9, atol=1e-12) if out[0].dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
     if bool(torch.allclose(q_out, q_ref, **strict)) and bool(torch.allclose(k_out, k_ref, **strict)):
-        if grad and not remote:  # in the grader the pair comes back as data (its elements are not relayed)
+        if grad:  # in the grader each item of the pair comes back with its backward pass relayed to the kernel
             if not (out[0].requires_grad and out[1].requires_grad):
                 hint(f"no gradient reaches q and k through {call} ({where}): .detach(), .data, NumPy or "
                      "torch.no_grad() inside cut the graph, and a model trains through RoPE.")

@@ -6,7 +6,7 @@ import re
 
 import torch
 
-from . import _diff, rules
+from . import _diff
 from ._core import require_graph, describe, as_count, checker, close, first_difference, hint, passed, require_tensor, source_facts
 
 
@@ -171,9 +171,7 @@ def split_qkv(my_split_qkv) -> None:
             hint(f"my_split_qkv changed qkv in place ({label}): the caller's tensor must stay as it was.")
         expected = _qkv_reference(qkv, h)
         if _same_triple(got, expected, label, text, precision_hint=False):
-            if grad and rules.is_remote(my_split_qkv):  # the grader's proxy: the graph stays in the kernel
-                require_graph(my_split_qkv, (qkv, h), grad=(0,))
-            elif grad:
+            if grad:  # in the grader q, k and v come back with their backward passes relayed to the kernel
                 if not all(t.requires_grad for t in got):
                     hint(f"{text} ({label}): q, k and v must stay connected to qkv (no .detach(), no "
                          "torch.no_grad() inside, no NumPy), or no gradient reaches the projection.")

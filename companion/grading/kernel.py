@@ -200,7 +200,7 @@ def _params_of(request: dict) -> dict[int, list]:
 
 
 _relays: dict[int, tuple] = {}  # relayed results: number -> (result, the inputs of its backward pass)
-_MAX_RELAYS = 8
+_MAX_RELAYS = 16
 
 
 def _relay_backward(request: dict) -> list:
@@ -214,15 +214,21 @@ def _relay_backward(request: dict) -> list:
     grad = request.get("grad")
     if not isinstance(grad, torch.Tensor) or grad.shape != value.shape:
         raise ValueError("a gradient of the wrong shape")
-    grads = torch.autograd.grad([value], inputs, [grad.to(value.dtype)], allow_unused=True)
+    # the graph is kept: the items of one tuple result may share parts of it, each relayed on its own
+    grads = torch.autograd.grad([value], inputs, [grad.to(value.dtype)], allow_unused=True, retain_graph=True)
     return [None if g is None else g.detach() for g in grads]
 
 
-def _keep_for_relay(value: Any, args: tuple, kwargs: dict, wanted: Any) -> int | None:
+def _keep_for_relay(value: Any, args: tuple, kwargs: dict, wanted: Any) -> int | list | None:
     """Keep a call's result and the kernel's copies of the inputs the grader names, for a relayed
-    backward pass; its number (None: no graph to relay)."""
+    backward pass; its number (None: no graph to relay). A tuple or list of up to four results
+    (a pair of rotated queries and keys, q, k and v): a list of numbers, one per item (None for an
+    item without a graph)."""
     import torch
 
+    if isinstance(value, (tuple, list)) and 0 < len(value) <= 4 and isinstance(wanted, list):
+        kept = [_keep_for_relay(v, args, kwargs, wanted) if isinstance(v, torch.Tensor) else None for v in value]
+        return kept if any(k is not None for k in kept) else None
     if not (isinstance(value, torch.Tensor) and value.requires_grad and isinstance(wanted, list)):
         return None
     inputs = []

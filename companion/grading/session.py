@@ -967,6 +967,15 @@ class StudentKernel:
             if relayed and type(relay) is int and isinstance(value, torch.Tensor) and value.is_floating_point() \
                     and value.requires_grad:
                 value = _relay_function().apply(self, (self.generation, relay), value, *[t for _, t in relayed])
+            elif relayed and type(relay) is list and type(value) in (tuple, list) and len(relay) == len(value):
+                items = []  # a tuple or list result: each item with a graph is relayed on its own
+                for item, number in zip(value, relay):
+                    if type(number) is int and isinstance(item, torch.Tensor) and item.is_floating_point() \
+                            and item.requires_grad:
+                        item = _relay_function().apply(self, (self.generation, number), item,
+                                                       *[t for _, t in relayed])
+                    items.append(item)
+                value = tuple(items) if type(value) is tuple else items
             return value
 
     def relay_backward(self, key: tuple[int, int], grad: Any, inputs: list) -> list:
