@@ -888,6 +888,78 @@ CONFIGS: dict[str, tuple[dict, dict]] = {
 SHIPPED_MLM = "shakespeare_mlm.safetensors"
 
 
+FINE_TUNING_RECORD = "mlm_fine_tuning.json"
+_SEED_0_KEYS = ("fine-tuned, pre-trained", "fine-tuned, random")
+
+
+def _labels_text(name: str, labels: Tensor) -> str:
+    if not isinstance(labels, Tensor) or labels.dim() != 1 or labels.dtype.is_floating_point or labels.numel() == 0 \
+            or not bool(((labels == 0) | (labels == 1)).all()):
+        raise ValueError(f"`{name}` must be a 1-D integer tensor of 0s and 1s (one class per test line)")
+    return "".join(str(int(v)) for v in labels.tolist())
+
+
+def record_fine_tuning(path: str | Path, *, pred: Tensor, scratch_pred: Tensor, history: History,
+                       scratch_history: History, swap_seed_0: dict[str, float]) -> Path:
+    """Write what chapter 10's fine-tuning cells measured, for readers who set ``TRAIN = False``.
+
+    ``pred``, ``scratch_pred``: the genre classifier's class for each test line, from the pre-trained and
+    from random weights; ``history``, ``scratch_history``: their :class:`History`; ``swap_seed_0``: the
+    accuracies of the two fine-tunings of seed 0 of the swap comparison. A JSON file: data only.
+    """
+    import dataclasses
+    import json
+
+    for name, h in (("history", history), ("scratch_history", scratch_history)):
+        if not isinstance(h, History):
+            raise TypeError(f"`{name}` must be a companion.train.History (what fine_tune returns)")
+    if not isinstance(swap_seed_0, dict) or set(swap_seed_0) != set(_SEED_0_KEYS):
+        raise ValueError(f"`swap_seed_0` must map exactly {list(_SEED_0_KEYS)} to accuracies")
+    record = {
+        "genre": {"pred": _labels_text("pred", pred), "scratch_pred": _labels_text("scratch_pred", scratch_pred),
+                  "history": dataclasses.asdict(history), "scratch_history": dataclasses.asdict(scratch_history)},
+        "swap_seed_0": {k: float(swap_seed_0[k]) for k in _SEED_0_KEYS},
+    }
+    path = Path(path)
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def recorded_fine_tuning(path: str | Path | None = None) -> dict:
+    """What the book's own run of chapter 10's fine-tuning cells measured (``TRAIN = False``).
+
+    Returns ``{"genre": {"pred", "scratch_pred": LongTensor (N,), "history", "scratch_history": History},
+    "swap_seed_0": {"fine-tuned, pre-trained": float, "fine-tuned, random": float}}``. The file is JSON,
+    read as data; a malformed one raises ``ValueError`` naming what is wrong.
+    """
+    import json
+
+    from companion.data import asset_path
+
+    path = Path(path) if path is not None else asset_path(FINE_TUNING_RECORD)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        genre, seed_0 = raw["genre"], raw["swap_seed_0"]
+        out = {"genre": {}, "swap_seed_0": {}}
+        for name in ("pred", "scratch_pred"):
+            text = genre[name]
+            if not isinstance(text, str) or not text or set(text) - {"0", "1"}:
+                raise ValueError(f"genre.{name} must be a string of 0s and 1s")
+            out["genre"][name] = torch.tensor([int(c) for c in text])
+        for name in ("history", "scratch_history"):
+            out["genre"][name] = History(**genre[name])
+        for key in _SEED_0_KEYS:
+            value = seed_0[key]
+            if not isinstance(value, float) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"swap_seed_0[{key!r}] must be an accuracy between 0 and 1")
+            out["swap_seed_0"][key] = value
+    except (KeyError, TypeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a record of chapter 10's fine-tuning ({type(exc).__name__}: {exc})") from None
+    if len(out["genre"]["pred"]) != len(out["genre"]["scratch_pred"]):
+        raise ValueError(f"{path}: pred and scratch_pred must have one class per test line each")
+    return out
+
+
 def shipped_mlm_path() -> Path:
     """Path of the shipped chapter 10 encoder; load it with ``companion.checkpoint.load_checkpoint``."""
     from companion.data import asset_path

@@ -1,4 +1,4 @@
-"""The trained results that chapters 7 and 12 load with ``TRAIN = False`` (issue 28, point 4).
+"""The trained results that chapters 7, 10 and 12 load with ``TRAIN = False`` (issue 28, point 4).
 
 A reader who sets ``TRAIN = False`` in a chapter's set-up cell loads what the book's own run trained
 and measured instead of training. These tests check that the shipped files load into the chapters'
@@ -106,3 +106,61 @@ def test_the_live_run_loads_and_holds_the_books_measurements():
     for c, size, grad in info["by_clip"]:
         name = f"clipped at {c}" if c else "not clipped"
         assert f"{name:>14}: steps 150-199, update / lr {size:5.1f}, gradient norm {grad:.2f}" in clipping
+
+
+# --- chapter 10 ------------------------------------------------------------------------------------
+
+def _genre_test_labels():
+    """The 2,000 test labels of chapter 10's genre task, drawn as its cell draws them."""
+    from companion.mlm import labelled_lines
+
+    _, test_y = labelled_lines(["twelfth-night", "much-ado-about-nothing", "macbeth", "othello"],
+                               ("comedies", "tragedies"))
+    g = torch.Generator().manual_seed(0)
+    pick = [rows[torch.randperm(len(rows), generator=g)[:1000]]
+            for rows in (torch.nonzero(test_y == k)[:, 0] for k in (0, 1))]
+    return test_y[torch.cat(pick)]
+
+
+def test_the_recorded_fine_tuning_holds_the_books_numbers():
+    import math
+
+    from companion.mlm import recorded_fine_tuning
+
+    path = BOOK / "10_masked_language_model.ipynb"
+    genre = recorded_fine_tuning()["genre"]
+    assert len(genre["history"].train_loss) == len(genre["scratch_history"].train_loss) == 100
+    test_y = _genre_test_labels()
+    printed = _printed(path, "scratch_history = fine_tune(")
+    for name, pred in (("pre-trained", genre["pred"]), ("from scratch", genre["scratch_pred"])):
+        acc = (pred == test_y).float().mean().item()
+        half = 1.96 * math.sqrt(acc * (1 - acc) / len(test_y))
+        assert f"{name:12s}: {acc:.1%} ± {half:.1%} of 2,000 test lines" in printed, (name, printed)
+    comedies = int((genre["scratch_pred"] == 0).sum())
+    assert f"from scratch: {comedies:,} of 2,000 lines called comedies" in printed
+    seeds = _printed(path, "def run_seed")
+    for key, value in recorded_fine_tuning()["swap_seed_0"].items():
+        row = next(line for line in seeds.splitlines() if line.strip().startswith(key))
+        assert row.startswith(f"{key:>24s}{value:9.1%}"), (row, value)
+
+
+def test_fine_tuning_record_round_trip_and_bad_input(tmp_path):
+    from companion.mlm import record_fine_tuning, recorded_fine_tuning
+
+    h = History(steps=[0, 1], train_loss=[0.7, 0.69])
+    seed_0 = {"fine-tuned, pre-trained": 0.5, "fine-tuned, random": 0.4975}
+    path = record_fine_tuning(tmp_path / "r.json", pred=torch.tensor([0, 1, 1]), scratch_pred=torch.zeros(3, dtype=torch.long),
+                              history=h, scratch_history=h, swap_seed_0=seed_0)
+    back = recorded_fine_tuning(path)
+    assert back["genre"]["pred"].tolist() == [0, 1, 1] and back["genre"]["history"] == h
+    assert back["swap_seed_0"] == seed_0
+    with pytest.raises(ValueError, match="0s and 1s"):
+        record_fine_tuning(tmp_path / "x.json", pred=torch.tensor([0, 2]), scratch_pred=torch.tensor([0, 1]),
+                           history=h, scratch_history=h, swap_seed_0=seed_0)
+    with pytest.raises(TypeError, match="History"):
+        record_fine_tuning(tmp_path / "x.json", pred=torch.tensor([0]), scratch_pred=torch.tensor([0]),
+                           history={"train_loss": []}, scratch_history=h, swap_seed_0=seed_0)
+    for broken in ('{"genre": {}}', "not json", '{"genre": {"pred": "01", "scratch_pred": "0x"}, "swap_seed_0": {}}'):
+        (tmp_path / "bad.json").write_text(broken)
+        with pytest.raises(ValueError, match="chapter 10|0s and 1s"):
+            recorded_fine_tuning(tmp_path / "bad.json")
