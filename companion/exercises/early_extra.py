@@ -306,12 +306,21 @@ def _equivariance_verdict(answers) -> None:
         hint("your test says False for every layer, even f(X) = 2 X, which is equivariant. Compare "
              "f(X[perm]) with f(X)[perm] (the same perm on both sides), within a tolerance "
              "(torch.allclose).")
+    ten = [got != expected for name, (got, expected) in answers.items() if ", 10 tokens" in name]
+    if ten and all(ten):
+        hint("your test gives the opposite answer on every layer: True for each layer that looks at the order, "
+             "False for each that treats its input as a set. Check what it returns when the two sides agree.")
     if not says("f(X) = 2 X"):
         hint("for f(X) = 2 X your test says False, yet 2 X[perm] is exactly (2 X)[perm]. Apply the same "
              "permutation on both sides: f(X[perm]) against f(X)[perm] (not against f(X), which tests "
              "invariance, and not against the inverse permutation).")
-    if not says("parameter-free attention softmax(X X^T / sqrt(d)) X") or not says(
-            "attention with learned W_Q, W_K, W_V"):
+    if not says("attention with learned W_Q, W_K, W_V") and not says(
+            "the same small network on every token") and says("a running sum over the tokens"):
+        hint("your test says True for a running sum over the tokens and False for attention and for a network "
+             "applied to each token: it permutes the features, not the tokens. The tokens are the rows of X: "
+             "permute them with X[perm] (not X[:, perm]).")
+    if (not says("parameter-free attention softmax(X X^T / sqrt(d)) X") or not says(
+            "attention with learned W_Q, W_K, W_V")) and says("the same small network on every token"):
         hint("your test says attention is not equivariant. Summing the keys in another order rounds "
              "differently in the last bits: compare with torch.allclose, not torch.equal or ==.")
     if says("reversing the tokens, X.flip(0)") and says("rolling the tokens by one, X.roll(1, 0)") \
@@ -335,7 +344,8 @@ def _equivariance_verdict(answers) -> None:
     if short and all(not says(layer) for layer in ("a running sum over the tokens", "causal attention")):
         hint(f"your test misses {short[0]} for some random seeds: with 2 or 3 tokens one random permutation "
              "is often the identity (or leaves the last token in place), which proves nothing. Try several "
-             "permutations, or one that moves every token (a shift by one) besides random ones.")
+             "permutations and require every one of them to agree (not just the first that does), or one that "
+             "moves every token (a shift by one) besides random ones.")
     name = wrong[0]
     hint(f"for {name} your test says {said[name]} (for at least one random seed); the right answer is "
          f"{not said[name]}.", generic=True)
