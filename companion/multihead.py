@@ -21,6 +21,11 @@ __all__ = ["MultiHeadAttention"]
 
 
 
+#: How many times :func:`fused_attention` fell back to the math kernel in this process (a measurement of
+#: the fused kernel's memory can tell that it did not measure that kernel).
+math_fallbacks = 0
+
+
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, **kwargs) -> Tensor:
     """:func:`torch.nn.functional.scaled_dot_product_attention`, falling back to PyTorch's math kernel
     where the fused CPU kernel refuses the machine: on a CPU with AVX-512 run with a lower
@@ -33,6 +38,8 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, **kwargs) -> Tensor:
             raise
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
+        global math_fallbacks
+        math_fallbacks += 1
         with sdpa_kernel(SDPBackend.MATH):
             return F.scaled_dot_product_attention(q, k, v, **kwargs)
 
