@@ -144,6 +144,14 @@ EQUIVARIANCE = [
     Mutant("a sum over the tokens compared", lambda f, X: all(
         torch.allclose(f(X[p]).sum(0), f(X)[p].sum(0)) for p in (torch.randperm(X.shape[0]) for _ in range(5))),
         "sums or means"),
+    # outsider o7's misleading hints (issue 33): each now names its own cause
+    Mutant("permutes the features", lambda f, X: all(
+        torch.allclose(f(X[:, p]), f(X)[:, p]) for p in (torch.randperm(X.shape[1]) for _ in range(5))),
+        "permutes the features"),
+    Mutant("inverted answers", lambda f, X: not my_is_equivariant(f, X), "opposite answer on every layer"),
+    Mutant("returns at the first agreeing permutation", lambda f, X: any(
+        torch.allclose(f(X[p]), f(X)[p]) for p in (torch.randperm(X.shape[0]) for _ in range(10))),
+        "require every one of them to agree"),
 ]
 
 

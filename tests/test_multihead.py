@@ -372,3 +372,35 @@ def test_kv_cache_any_chunking_equals_full_causal(cuts, B, n_heads, seed):
         torch.testing.assert_close(w, w_full[:, start : start + n, : start + n])
         start += n
     assert len(cache) == T
+
+
+def test_fused_attention_counts_its_fallbacks_to_the_math_kernel(monkeypatch):
+    """On an AVX-512 CPU run as an older one, PyTorch refuses its fused bfloat16 kernel; the companion
+    then computes the same attention with the math kernel and counts it (the appendix's memory cell
+    asserts the fused kernel's bytes only when the count did not move)."""
+    import torch.nn.functional as F
+
+    from companion import multihead
+
+    q, k, v = torch.randn(3, 2, 2, 5, 4).unbind(0)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    real = F.scaled_dot_product_attention
+    calls = []
+
+    def refusing(*args, **kwargs):  # refuses once, as PyTorch does outside the math kernel
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("pack_vnni2 is only supported when avx512 is supported")
+        return real(*args, **kwargs)
+
+    before = multihead.math_fallbacks
+    assert torch.equal(multihead.fused_attention(q, k, v, is_causal=True), want)
+    assert multihead.math_fallbacks == before  # the fused kernel ran: nothing counted
+    monkeypatch.setattr(F, "scaled_dot_product_attention", refusing)
+    torch.testing.assert_close(multihead.fused_attention(q, k, v, is_causal=True), want)
+    assert multihead.math_fallbacks == before + 1
+    monkeypatch.setattr(F, "scaled_dot_product_attention",
+                        lambda *a, **kw: (_ for _ in ()).throw(RuntimeError("another error")))
+    with pytest.raises(RuntimeError, match="another error"):
+        multihead.fused_attention(q, k, v)
+    assert multihead.math_fallbacks == before + 1
